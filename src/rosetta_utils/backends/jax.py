@@ -1,0 +1,42 @@
+"""JAX with Flax: device, threads and synchronization."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..frameworks import import_framework, usable_cores
+
+
+def version() -> dict[str, str]:
+    import_framework("jax")
+    import flax
+    import jax
+
+    return {"jax": jax.__version__, "flax": flax.__version__}
+
+
+def device() -> str:
+    import_framework("jax")
+    import jax
+
+    first = jax.devices()[0]
+    if first.platform == "cpu":
+        return "cpu"
+    return f"{first.platform}:{first.id} ({first.device_kind})"
+
+
+def threads() -> int:
+    """XLA's CPU client runs its Eigen thread pool on every usable core."""
+    import_framework("jax")
+    return usable_cores()
+
+
+def synchronize(value: Any = None) -> None:
+    """JAX dispatches asynchronously on every device, CPU included: wait for ``value``."""
+    import_framework("jax")
+    import jax
+
+    if value is not None:
+        jax.block_until_ready(value)
+    else:
+        jax.effects_barrier()

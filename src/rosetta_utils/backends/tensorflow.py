@@ -1,0 +1,44 @@
+"""TensorFlow with Keras 3: device, threads and synchronization."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..frameworks import import_framework, usable_cores
+
+
+def version() -> dict[str, str]:
+    keras = import_framework("tensorflow")
+    import tensorflow as tf
+
+    return {"tensorflow": tf.__version__, "keras": keras.__version__}
+
+
+def device() -> str:
+    import_framework("tensorflow")
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    if gpus:
+        details = tf.config.experimental.get_device_details(
+            tf.config.list_physical_devices("GPU")[0]
+        )
+        return f"gpu:0 ({details.get('device_name', 'GPU')})"
+    return "cpu"
+
+
+def threads() -> int:
+    """Intra-op threads; TensorFlow's 0 means "one per usable core"."""
+    import_framework("tensorflow")
+    import tensorflow as tf
+
+    return tf.config.threading.get_intra_op_parallelism_threads() or usable_cores()
+
+
+def synchronize(value: Any = None) -> None:
+    """GPU kernels run asynchronously: wait for every device."""
+    import_framework("tensorflow")
+    import tensorflow as tf
+
+    if tf.config.list_logical_devices("GPU"):
+        tf.test.experimental.sync_devices()

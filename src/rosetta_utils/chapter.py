@@ -1,0 +1,93 @@
+"""The chapter loader: run exactly the code a page shows, for one framework.
+
+``load_chapter(path, framework)`` reads a MyST notebook page with MyST-NB's
+own reader (the one the book build uses), executes its untagged code cells and
+the cells tagged with ``framework``, in page order, in a fresh namespace, and
+returns that namespace. Tests call the page's functions through it, so the
+code they check is the code readers see; nothing is copied into the package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import FRAMEWORKS
+from .frameworks import check_framework
+
+
+class ChapterError(RuntimeError):
+    """A page that cannot be loaded, or a cell of it that failed; names page and line."""
+
+
+@contextlib.contextmanager
+def _working_directory(folder: Path) -> Iterator[None]:
+    previous = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+def read_page(path: str | Path) -> Any:
+    """Parse a MyST markdown page into a notebook (cells carry ``source_map`` line numbers)."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    path = Path(path)
+    if not path.is_file():
+        raise ChapterError(f"{path}: no such page")
+    return read_myst_markdown_notebook(path.read_text(encoding="utf-8"), add_source_map=True, path=path)
+
+
+def cell_frameworks(cell: Any) -> list[str]:
+    """The framework tags of a cell (``[]`` for a cell every framework runs)."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return [tag for tag in tags if tag in FRAMEWORKS]
+
+
+def code_cells_for(notebook: Any, framework: str) -> list[tuple[int, str]]:
+    """``(line, source)`` of the code cells a framework runs: untagged plus its own."""
+    check_framework(framework)
+    source_map = notebook.metadata.get("source_map", [])
+    chosen = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        tagged = cell_frameworks(cell)
+        if tagged and framework not in tagged:
+            continue
+        line = source_map[index] + 1 if index < len(source_map) else 0
+        chosen.append((line, cell.source))
+    return chosen
+
+
+def load_chapter(path: str | Path, framework: str) -> dict[str, Any]:
+    """Execute a page's untagged cells and ``framework``'s cells; return the namespace.
+
+    Cells run in the page's own folder, as they do in the book build. A cell
+    that raises becomes a :class:`ChapterError` naming the page and the
+    cell's line, with the original exception chained.
+    """
+    check_framework(framework)
+    path = Path(path).resolve()
+    notebook = read_page(path)
+    namespace: dict[str, Any] = {"__name__": "__chapter__", "__file__": str(path)}
+    with _working_directory(path.parent):
+        for line, source in code_cells_for(notebook, framework):
+            if any(text.lstrip().startswith(("%", "!")) for text in source.splitlines()):
+                raise ChapterError(
+                    f"{path}:{line}: IPython magics and shell escapes cannot run in the "
+                    "chapter loader; write the cell in plain Python"
+                )
+            try:
+                code = compile(source, f"{path}:{line}", "exec")
+                exec(code, namespace)  # noqa: S102 - running the page's own code is the point
+            except Exception as error:
+                raise ChapterError(
+                    f"{path}:{line}: the {framework} run failed in this cell: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+    return namespace
