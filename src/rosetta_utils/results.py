@@ -94,7 +94,13 @@ def record_result(
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
     }
-    line = json.dumps(record, sort_keys=True, allow_nan=False)
+    try:
+        line = json.dumps(record, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"result for {task}/{framework} cannot be recorded: metrics and config must be "
+            f"JSON numbers, strings, lists or objects, and numbers must be finite ({error})"
+        ) from None
     target = folder or build_results_dir()
     target.mkdir(parents=True, exist_ok=True)
     with open(target / f"{task}.jsonl", "a", encoding="utf-8") as handle:

@@ -94,11 +94,12 @@ def declared_frameworks(app: Sphinx, docname: str) -> tuple[str, ...]:
     value = app.env.metadata.get(docname, {}).get("frameworks")
     if value is None:
         return FRAMEWORKS
-    if isinstance(value, str):
-        value = value.strip("[]")
-    else:
-        value = ",".join(value)
-    return parse_framework_list(value)
+    if isinstance(value, str):  # docinfo may hold the YAML list as text: '["pytorch", "jax"]'
+        value = [item.strip().strip("'\"") for item in value.strip().strip("[]").split(",")]
+    try:
+        return parse_framework_list(",".join(value))
+    except ValueError as error:
+        raise ValueError(f"{app.env.doc2path(docname)}: front matter 'frameworks': {error}") from None
 
 
 def _is_code_cell(node: nodes.Node) -> bool:

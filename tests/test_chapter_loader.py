@@ -1,0 +1,50 @@
+"""The chapter loader runs exactly the page's untagged cells plus one framework's."""
+
+import pytest
+
+from conftest import code_cell, myst_page
+from rosetta_utils.chapter import ChapterError, load_chapter
+
+PAGE = myst_page(
+    "Demo",
+    code_cell("steps = ['shared']"),
+    code_cell("steps.append('pytorch'); x = 1", "pytorch"),
+    code_cell("steps.append('jax'); x = 2", "jax"),
+    code_cell("steps.append('after'); doubled = 2 * x"),
+)
+
+
+def test_untagged_cells_and_one_frameworks_cells_run_in_order(write_page):
+    path = write_page("demo.md", PAGE)
+    namespace = load_chapter(path, "jax")
+    assert namespace["steps"] == ["shared", "jax", "after"]
+    assert namespace["doubled"] == 4
+    assert load_chapter(path, "pytorch")["steps"] == ["shared", "pytorch", "after"]
+
+
+def test_a_framework_without_cells_runs_only_the_shared_ones(write_page):
+    path = write_page("shared_only.md", myst_page("Shared", code_cell("value = 3")))
+    assert load_chapter(path, "chainer")["value"] == 3
+
+
+def test_cells_run_in_the_pages_folder(write_page, tmp_path):
+    path = write_page("cwd.md", myst_page("Cwd", code_cell("import os; here = os.getcwd()")))
+    assert load_chapter(path, "mxnet")["here"] == str(tmp_path)
+
+
+def test_a_failing_cell_names_page_and_line(write_page):
+    text = myst_page("Broken", code_cell("a = 1"), code_cell("b = 1 / 0", "tensorflow"))
+    path = write_page("broken.md", text)
+    line = text.splitlines().index("b = 1 / 0") + 1 - 1  # the cell's fence line
+    with pytest.raises(ChapterError, match=rf"broken.md:{line}: the tensorflow run failed.*ZeroDivisionError"):
+        load_chapter(path, "tensorflow")
+
+
+def test_bad_input_is_a_clear_error(write_page, tmp_path):
+    with pytest.raises(ValueError, match="unknown framework 'keras'"):
+        load_chapter(write_page("ok.md", PAGE), "keras")
+    with pytest.raises(ChapterError, match="no such page"):
+        load_chapter(tmp_path / "missing.md", "jax")
+    magic = write_page("magic.md", myst_page("Magic", code_cell("%timeit 1 + 1")))
+    with pytest.raises(ChapterError, match="IPython magics"):
+        load_chapter(magic, "jax")

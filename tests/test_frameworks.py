@@ -1,0 +1,91 @@
+"""Framework names, selection, and the imports with their compatibility fixes."""
+
+import subprocess
+import sys
+
+import pytest
+
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.frameworks import (
+    UnknownFrameworkError,
+    check_framework,
+    import_framework,
+    is_installed,
+    parse_framework_list,
+    selected_frameworks,
+    usable_cores,
+)
+
+INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
+
+
+def run_python(code: str, **env: str) -> str:
+    import os
+
+    child_env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",)}
+    child_env.update(env)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_unknown_framework_name_is_a_clear_error():
+    with pytest.raises(UnknownFrameworkError, match="unknown framework 'torch'.*pytorch, tensorflow"):
+        check_framework("torch")
+
+
+def test_framework_list_is_parsed_into_tab_order():
+    assert parse_framework_list("jax, pytorch") == ("pytorch", "jax")
+    assert parse_framework_list("") == FRAMEWORKS
+    assert parse_framework_list(None) == FRAMEWORKS
+
+
+def test_framework_list_rejects_unknown_names(monkeypatch):
+    monkeypatch.setenv("ROSETTA_FRAMEWORKS", "pytorch,caffe2")
+    with pytest.raises(UnknownFrameworkError, match="ROSETTA_FRAMEWORKS: unknown framework 'caffe2'"):
+        selected_frameworks()
+
+
+def test_importing_the_package_imports_no_framework():
+    code = (
+        "import sys, rosetta_utils, rosetta_utils.frameworks, rosetta_utils.envreport, "
+        "rosetta_utils.timing, rosetta_utils.results, rosetta_utils.chapter, rosetta_utils.tables, "
+        "rosetta_utils.progress, rosetta_utils.profile, rosetta_utils.tab_namespaces, rosetta_utils.backends\n"
+        "heavy = ['torch', 'tensorflow', 'keras', 'jax', 'flax', 'mxnet', 'chainer']\n"
+        "print(','.join(name for name in heavy if name in sys.modules))"
+    )
+    assert run_python(code) == ""
+
+
+@pytest.mark.parametrize("name", INSTALLED)
+def test_every_installed_framework_imports_with_its_fixes(name):
+    module = import_framework(name)
+    expected = {"pytorch": "torch", "tensorflow": "keras", "jax": "flax.nnx", "mxnet": "mxnet", "chainer": "chainer"}
+    assert module.__name__ == expected[name]
+
+
+@pytest.mark.skipif(not {"mxnet", "pytorch"} <= set(INSTALLED), reason="needs MXNet and PyTorch")
+def test_mxnet_no_longer_drags_pytorch_down_to_one_thread():
+    code = (
+        "from rosetta_utils.frameworks import import_framework\n"
+        "import_framework('mxnet'); torch = import_framework('pytorch')\n"
+        "print(torch.get_num_threads())"
+    )
+    assert run_python(code) == str(usable_cores())
+
+
+@pytest.mark.skipif(not {"mxnet", "chainer"} <= set(INSTALLED), reason="needs MXNet and Chainer")
+def test_chainer_imports_after_mxnet_in_one_process():
+    code = (
+        "from rosetta_utils.frameworks import import_framework\n"
+        "import_framework('mxnet'); print(import_framework('chainer').__version__)"
+    )
+    assert run_python(code) == "7.8.1"
+
+
+def test_missing_framework_names_the_install_command(monkeypatch):
+    import rosetta_utils.frameworks as frameworks
+
+    monkeypatch.setitem(frameworks._PROBE_MODULES, "chainer", "no_such_module_here")
+    with pytest.raises(ImportError, match=r"chainer is not installed.*\.\[chainer\]"):
+        import_framework("chainer")

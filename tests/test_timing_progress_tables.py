@@ -1,0 +1,85 @@
+"""Timing, progress lines and tables."""
+
+import time
+
+import pytest
+
+from rosetta_utils.progress import progress, report_epoch
+from rosetta_utils.tables import markdown_table
+from rosetta_utils.timing import Timing, format_seconds, measure
+
+
+def test_measure_runs_warmup_untimed_and_synchronizes_inside_the_clock():
+    calls = []
+
+    def work():
+        calls.append("work")
+        return len(calls)
+
+    def slow_sync(value):
+        calls.append("sync")
+        time.sleep(0.02)  # asynchronous work finishing: must be inside the timed region
+
+    timing = measure(work, "pytorch", warmup=2, repeats=3, synchronize=slow_sync)
+    assert calls.count("work") == 5 and calls.count("sync") == 5
+    assert len(timing.seconds) == 3
+    assert timing.best >= 0.02
+
+
+def test_measure_uses_the_frameworks_own_synchronization(monkeypatch):
+    import rosetta_utils.backends.mxnet as mxnet_backend
+
+    seen = []
+    monkeypatch.setattr(mxnet_backend, "synchronize", lambda value=None: seen.append(value))
+    measure(lambda: "result", "mxnet", warmup=1, repeats=2)
+    assert seen == ["result"] * 3
+
+
+@pytest.mark.parametrize("warmup, repeats", [(-1, 3), (0, 0)])
+def test_measure_rejects_impossible_counts(warmup, repeats):
+    with pytest.raises(ValueError, match="must be"):
+        measure(lambda: None, "pytorch", warmup=warmup, repeats=repeats, synchronize=lambda v: None)
+
+
+def test_measure_rejects_unknown_framework():
+    with pytest.raises(ValueError, match="unknown framework 'cntk'"):
+        measure(lambda: None, "cntk")
+
+
+def test_timing_statistics():
+    timing = Timing((0.010, 0.011, 0.012, 0.013, 0.100))
+    assert timing.median == 0.012
+    assert timing.best == 0.010
+    assert timing.spread == pytest.approx((0.013 - 0.011) / 2)
+    assert "12.00 ms" in str(timing)
+
+
+def test_format_seconds_picks_a_readable_unit():
+    assert format_seconds(2.5) == "2.50 s"
+    assert format_seconds(0.0025) == "2.50 ms"
+    assert format_seconds(2.5e-6) == "2.5 µs"
+
+
+def test_progress_is_silent_in_a_book_build(monkeypatch):
+    monkeypatch.setenv("ROSETTA_BOOK_BUILD", "1")
+    items = [1, 2, 3]
+    assert list(progress(items, "epoch 1")) == items
+
+
+def test_progress_shows_a_bar_elsewhere(monkeypatch, capsys):
+    monkeypatch.delenv("ROSETTA_BOOK_BUILD", raising=False)
+    assert list(progress(range(3), "epoch 1")) == [0, 1, 2]
+    assert "epoch 1" in capsys.readouterr().err
+
+
+def test_report_epoch_prints_one_compact_line(capsys):
+    line = report_epoch("jax", 2, 10, loss=1.23456, accuracy=0.5, seconds=12.34)
+    assert line == "jax epoch 2/10: loss 1.235, accuracy 0.5, 12.3 s"
+    assert capsys.readouterr().out == line + "\n"
+
+
+def test_markdown_table_and_its_errors():
+    text = markdown_table(["a", "b"], [["x|y", 1.5e-7], ["z", 0.25]])
+    assert text.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1.50e-07 |", "| z | 0.25 |"]
+    with pytest.raises(ValueError, match="row 1 has 1 cells for 2 headers"):
+        markdown_table(["a", "b"], [["only one"]])
