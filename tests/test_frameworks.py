@@ -89,3 +89,28 @@ def test_missing_framework_names_the_install_command(monkeypatch):
     monkeypatch.setitem(frameworks._PROBE_MODULES, "chainer", "no_such_module_here")
     with pytest.raises(ImportError, match=r"chainer is not installed.*\.\[chainer\]"):
         import_framework("chainer")
+
+
+def test_native_stderr_noise_is_dropped_and_the_rest_passed_on(capfd):
+    import os
+
+    from rosetta_utils.frameworks import _native_stderr_without
+
+    with _native_stderr_without(("noise",)):
+        os.write(2, b"I0000 00:00:1.0 1 a.cc:1] useful\nsome noise here\nI0000 00:00:2.0 1 a.cc:1] useful\n")
+    err = capfd.readouterr().err
+    assert err.count("useful") == 1 and "noise" not in err
+
+
+def test_a_machine_with_only_pytorch_still_runs_the_pytorch_tabs():
+    """The other four frameworks made unimportable: the PyTorch tab of a page still runs."""
+    code = (
+        "import sys\n"
+        "for name in ['tensorflow', 'keras', 'jax', 'flax', 'mxnet', 'chainer']: sys.modules[name] = None\n"
+        "from rosetta_utils.frameworks import is_installed\n"
+        "from rosetta_utils.chapter import load_chapter\n"
+        "installed = [n for n in ['pytorch', 'tensorflow', 'jax', 'mxnet', 'chainer'] if is_installed(n)]\n"
+        "page = load_chapter('book/chapters/five_frameworks_one_computation.md', 'pytorch')\n"
+        "print('RESULT', installed, sorted(page['differences']))\n"
+    )
+    assert run_python(code).splitlines()[-1] == "RESULT ['pytorch'] ['pytorch']"

@@ -19,13 +19,15 @@ Nothing here imports a framework at module import time.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import sys
+import tempfile
 import types
 import warnings
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from . import FRAMEWORKS
 
@@ -77,7 +79,10 @@ def selected_frameworks() -> tuple[str, ...]:
 def is_installed(name: str) -> bool:
     """Whether ``name``'s framework can be imported, without importing it."""
     check_framework(name)
-    return importlib.util.find_spec(_PROBE_MODULES[name]) is not None
+    try:
+        return importlib.util.find_spec(_PROBE_MODULES[name]) is not None
+    except (ImportError, ValueError):  # a parent package missing, or blocked in sys.modules
+        return False
 
 
 def usable_cores() -> int:
@@ -86,6 +91,34 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+#: Lines TensorFlow's C++ runtime writes to the process's stderr at import,
+#: twice, before its logging is configured (so TF_CPP_MIN_LOG_LEVEL cannot
+#: silence them). They carry no information about the run.
+_TENSORFLOW_NOISE = ("All log messages before absl::InitializeLog() is called",)
+
+
+@contextlib.contextmanager
+def _native_stderr_without(patterns: tuple[str, ...]) -> Iterator[None]:
+    """Capture what native code writes to file descriptor 2, then pass it on
+    without the lines that contain one of ``patterns``, each other message once."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            seen = set()
+            for line in capture.read().decode(errors="replace").splitlines():
+                message = line.split("] ", 1)[-1]  # without the log prefix's time stamp
+                if line.strip() and message not in seen and not any(p in line for p in patterns):
+                    seen.add(message)
+                    print(line, file=sys.stderr)
 
 
 def _set_openmp_threads() -> None:
@@ -142,7 +175,8 @@ def import_framework(name: str) -> types.ModuleType:
                 f"KERAS_BACKEND is {os.environ['KERAS_BACKEND']!r}: the TensorFlow "
                 "tabs need Keras on its TensorFlow backend"
             )
-        importlib.import_module("tensorflow")  # intra-op threads default to all cores
+        with _native_stderr_without(_TENSORFLOW_NOISE):
+            importlib.import_module("tensorflow")  # intra-op threads default to all cores
         return importlib.import_module("keras")
     if name == "jax":
         importlib.import_module("jax")  # XLA's CPU client uses every core by default
