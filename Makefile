@@ -4,6 +4,7 @@
 #
 # ROSETTA_FRAMEWORKS=pytorch,jax installs and executes only those frameworks' tabs.
 # ROSETTA_PROFILE=smoke|full chooses the sizes (default: full with a CUDA GPU, smoke without).
+# ROSETTA_OFFLINE=1 never downloads: pages use labelled synthetic stand-ins for missing data.
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -28,10 +29,11 @@ test: unit-tests book-smoke
 	ROSETTA_BOOK_HTML=$(HTML) $(BIN)/python -m pytest -q tests/test_built_book.py
 
 unit-tests: $(STAMP)
-	$(BIN)/python -m pytest -q --ignore=tests/test_built_book.py
+	ROSETTA_OFFLINE=1 $(BIN)/python -m pytest -q --ignore=tests/test_built_book.py
 
+# Tests never touch the network: the data loaders use their labelled stand-ins.
 book-smoke: $(STAMP)
-	ROSETTA_PROFILE=smoke $(MAKE) --no-print-directory book
+	ROSETTA_PROFILE=smoke ROSETTA_OFFLINE=1 $(MAKE) --no-print-directory book
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

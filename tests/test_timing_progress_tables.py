@@ -76,6 +76,7 @@ def test_report_epoch_prints_one_compact_line(capsys):
     line = report_epoch("jax", 2, 10, loss=1.23456, accuracy=0.5, seconds=12.34)
     assert line == "jax epoch 2/10: loss 1.235, accuracy 0.5, 12.3 s"
     assert capsys.readouterr().out == line + "\n"
+    assert report_epoch("jax", 1, 1, data="synthetic stand-in", loss=2.0).endswith("loss 2 (synthetic stand-in)")
 
 
 def test_markdown_table_and_its_errors():

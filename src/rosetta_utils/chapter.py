@@ -48,12 +48,21 @@ def cell_frameworks(cell: Any) -> list[str]:
     return [tag for tag in tags if tag in FRAMEWORKS]
 
 
-def code_cells_for(notebook: Any, framework: str) -> list[tuple[int, str]]:
-    """``(line, source)`` of the code cells a framework runs: untagged plus its own."""
+def _headings(cell: Any) -> list[str]:
+    return [line.lstrip("#").strip() for line in cell.source.splitlines() if line.startswith("#")]
+
+
+def code_cells_for(notebook: Any, framework: str, until: str | None = None) -> list[tuple[int, str]]:
+    """``(line, source)`` of the code cells a framework runs: untagged plus its own,
+    up to (not including) the section whose heading is ``until``."""
     check_framework(framework)
     source_map = notebook.metadata.get("source_map", [])
     chosen = []
+    found_until = until is None
     for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "markdown" and until is not None and until in _headings(cell):
+            found_until = True
+            break
         if cell.cell_type != "code":
             continue
         tagged = cell_frameworks(cell)
@@ -61,11 +70,16 @@ def code_cells_for(notebook: Any, framework: str) -> list[tuple[int, str]]:
             continue
         line = source_map[index] + 1 if index < len(source_map) else 0
         chosen.append((line, cell.source))
+    if not found_until:
+        raise ChapterError(f"the page has no section headed {until!r}")
     return chosen
 
 
-def load_chapter(path: str | Path, framework: str) -> dict[str, Any]:
+def load_chapter(path: str | Path, framework: str, until: str | None = None) -> dict[str, Any]:
     """Execute a page's untagged cells and ``framework``'s cells; return the namespace.
+
+    ``until`` names a section heading (e.g. ``"Training"``) before which to
+    stop, so that a benchmark can take a page's model without training it.
 
     Cells run in the page's own folder, as they do in the book build. A cell
     that raises becomes a :class:`ChapterError` naming the page and the
@@ -76,7 +90,11 @@ def load_chapter(path: str | Path, framework: str) -> dict[str, Any]:
     notebook = read_page(path)
     namespace: dict[str, Any] = {"__name__": "__chapter__", "__file__": str(path)}
     with _working_directory(path.parent):
-        for line, source in code_cells_for(notebook, framework):
+        try:
+            cells = code_cells_for(notebook, framework, until)
+        except ChapterError as error:
+            raise ChapterError(f"{path}: {error}") from None
+        for line, source in cells:
             if any(text.lstrip().startswith(("%", "!")) for text in source.splitlines()):
                 raise ChapterError(
                     f"{path}:{line}: IPython magics and shell escapes cannot run in the "

@@ -29,14 +29,18 @@ def progress(items: Iterable[T], description: str = "", total: int | None = None
     return iter(tqdm(items, desc=description, total=total, leave=False))
 
 
-def report_epoch(framework: str, epoch: int, epochs: int, **metrics: float) -> str:
-    """Print and return one compact line, e.g. ``pytorch epoch 1/10: loss 1.52, 31.2 s``."""
+def report_epoch(framework: str, epoch: int, epochs: int, *, data: str = "", **metrics: float) -> str:
+    """Print and return one compact line, e.g. ``pytorch epoch 1/10: loss 1.52, 31.2 s``.
+
+    ``data`` names what the numbers rest on (e.g. a synthetic stand-in); it
+    ends the line in brackets.
+    """
     parts = []
     for name, value in metrics.items():
         if name == "seconds":
             parts.append(f"{value:.1f} s")
         else:
             parts.append(f"{name} {value:.4g}")
-    line = f"{framework} epoch {epoch}/{epochs}: {', '.join(parts)}"
+    line = f"{framework} epoch {epoch}/{epochs}: {', '.join(parts)}" + (f" ({data})" if data else "")
     print(line, flush=True)
     return line

@@ -1,0 +1,240 @@
+"""Benchmarks: a page's training step against the alternatives its framework offers.
+
+``python -m rosetta_utils.bench cifar10 [--profile smoke] [--json PATH]``
+loads each framework's Setup, Data and Model sections from the chapter page
+(through the chapter loader, so it times exactly the code the page shows),
+times one training step for the page's configuration and for every
+alternative the tab lists, and prints, per framework, how far the page's
+configuration is from the fastest one (target: within 1.25×) and what share
+of this machine's peak its model FLOP/s reach. The peak is the fastest
+single-precision matrix multiply measured in the same run across every
+BLAS/oneDNN path at hand (numpy, PyTorch, TensorFlow, JAX, MXNet), at
+2 FLOP per multiply-add.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from . import FRAMEWORKS
+from .frameworks import is_installed, selected_frameworks
+from .timing import Timing, measure
+
+#: Page of each benchmarked task, relative to the project root.
+PAGES = {"cifar10": "book/chapters/cifar10_cnn.md"}
+TARGET_RATIO = 1.25
+
+
+def conv2d_flops(height: int, width: int, channels_in: int, channels_out: int, kernel: int) -> int:
+    """FLOP of a 'same' convolution's forward pass on one image (2 per multiply-add)."""
+    return 2 * height * width * channels_out * channels_in * kernel * kernel
+
+
+def dense_flops(features_in: int, features_out: int) -> int:
+    return 2 * features_in * features_out
+
+
+def model_flops_per_image(task: str) -> int:
+    """Forward-pass FLOP per image of a task's model; a training step counts 3× that."""
+    if task == "cifar10":
+        return (
+            conv2d_flops(32, 32, 3, 50, 3) + conv2d_flops(32, 32, 50, 50, 3)
+            + conv2d_flops(16, 16, 50, 100, 3) + conv2d_flops(16, 16, 100, 100, 3)
+            + dense_flops(100 * 8 * 8, 512) + dense_flops(512, 10)
+        )
+    raise ValueError(f"no FLOP count for task {task!r}: expected one of {', '.join(PAGES)}")
+
+
+def compare_configurations(
+    make_training: Callable[..., tuple[Any, Callable, Callable]],
+    alternatives: Mapping[str, Mapping[str, Any]],
+    page_options: Mapping[str, Any],
+    framework: str,
+    images: np.ndarray,
+    labels: np.ndarray,
+    *,
+    warmup: int = 2,
+    repeats: int = 5,
+) -> dict[str, Timing]:
+    """Time one training step on ``images``/``labels`` for every configuration.
+
+    ``make_training(**options)`` is the page's own builder, returning
+    ``(model, train_step, to_device)``. Prints one line per configuration,
+    marking the page's; returns ``{name: Timing}``.
+    """
+    timings = {}
+    for name, options in alternatives.items():
+        model, train_step, to_device = make_training(**options)
+        x, y = to_device(images, labels)
+        timings[name] = measure(lambda: train_step(x, y), framework, warmup=warmup, repeats=repeats)
+        marker = " (page)" if dict(options) == dict(page_options) else ""
+        print(f"{framework} {name}{marker}: {timings[name]}")
+        del model, train_step
+        gc.collect()
+    return timings
+
+
+def _matmul_paths(size: int) -> dict[str, Callable[[], Callable[[], Any]]]:
+    """Builders of a ``size``² float32 matrix product per library: each returns a
+    no-argument function that computes it and waits for the result."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+
+    def numpy_path():
+        return lambda: a @ b
+
+    def torch_path():
+        from .frameworks import import_framework
+
+        torch = import_framework("pytorch")
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        return lambda: torch.mm(ta, tb)
+
+    def tensorflow_path():
+        from .frameworks import import_framework
+
+        import_framework("tensorflow")
+        import tensorflow as tf
+
+        ta, tb = tf.constant(a), tf.constant(b)
+        product = tf.function(lambda: tf.matmul(ta, tb))
+        return lambda: product().numpy()
+
+    def jax_path():
+        from .frameworks import import_framework
+
+        import_framework("jax")
+        import jax
+
+        ja, jb = jax.numpy.asarray(a), jax.numpy.asarray(b)
+        product = jax.jit(lambda x, y: x @ y)
+        return lambda: product(ja, jb).block_until_ready()
+
+    def mxnet_path():
+        from .frameworks import import_framework
+
+        mx = import_framework("mxnet")
+        ma, mb = mx.nd.array(a), mx.nd.array(b)
+        return lambda: mx.nd.dot(ma, mb).wait_to_read()
+
+    paths: dict[str, Callable[[], Callable[[], Any]]] = {"numpy (its BLAS)": numpy_path}
+    available = {name for name in selected_frameworks() if is_installed(name)}
+    if "pytorch" in available:
+        paths["torch.mm"] = torch_path
+    if "tensorflow" in available:
+        paths["tf.matmul"] = tensorflow_path
+    if "jax" in available:
+        paths["jax.numpy.dot (XLA)"] = jax_path
+    if "mxnet" in available:
+        paths["mxnet.nd.dot"] = mxnet_path
+    return paths
+
+
+def measure_peak_flops(size: int = 2048, repeats: int = 5) -> tuple[float, dict[str, float]]:
+    """The fastest float32 matrix multiply here: (peak FLOP/s, {path: FLOP/s})."""
+    work = 2 * size**3
+    rates = {}
+    for name, build in _matmul_paths(size).items():
+        product = build()
+        timing = measure(product, "pytorch", warmup=1, repeats=repeats, synchronize=lambda value: None)
+        rates[name] = work / timing.best
+    return max(rates.values()), rates
+
+
+def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict[str, Any]:
+    """Time every framework's configurations for ``task``; return a JSON-ready report."""
+    from .chapter import load_chapter
+    from .results import project_root
+
+    page = Path(__file__).resolve().parents[2] / PAGES[task]
+    if not page.is_file():
+        page = project_root() / PAGES[task]
+    peak, rates = measure_peak_flops()
+    flops_per_step = 3 * model_flops_per_image(task)
+    report: dict[str, Any] = {"task": task, "peak_flops": peak, "matmul_flops": rates, "frameworks": {}}
+    for framework in frameworks:
+        namespace = load_chapter(page, framework, until="Training")
+        batch = namespace["epoch_batches"](1)[0]
+        images, labels = namespace["data"].x_train[batch], namespace["data"].y_train[batch]
+        timings = compare_configurations(
+            namespace["make_training"], namespace["ALTERNATIVES"], namespace["PAGE_OPTIONS"],
+            framework, images, labels, warmup=3, repeats=repeats,
+        )
+        page_name = next(
+            (name for name, options in namespace["ALTERNATIVES"].items() if dict(options) == dict(namespace["PAGE_OPTIONS"])),
+            None,
+        )
+        if page_name is None:
+            raise RuntimeError(f"{page}: the {framework} tab's PAGE_OPTIONS is not among its ALTERNATIVES")
+        fastest = min(timings, key=lambda name: timings[name].median)
+        step_flops = flops_per_step * len(batch)
+        report["frameworks"][framework] = {
+            "page_configuration": page_name,
+            "fastest_configuration": fastest,
+            "ratio": timings[page_name].median / timings[fastest].median,
+            "configurations": {
+                name: {"median_seconds": t.median, "spread_seconds": t.spread,
+                       "flops_per_second": step_flops / t.median, "fraction_of_peak": step_flops / t.median / peak}
+                for name, t in timings.items()
+            },
+            "data": namespace["data"].source,
+        }
+        del namespace
+        gc.collect()
+    return report
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    lines = [f"peak: {report['peak_flops'] / 1e9:.1f} GFLOP/s, the fastest float32 matrix multiply of: "
+             + ", ".join(f"{name} {rate / 1e9:.1f}" for name, rate in report["matmul_flops"].items())]
+    lines.append(f"{'framework':<11} {'configuration':<24} {'step (ms)':>10} {'GFLOP/s':>9} {'of peak':>8}")
+    for framework, result in report["frameworks"].items():
+        for name, numbers in result["configurations"].items():
+            marker = " *" if name == result["page_configuration"] else ""
+            lines.append(
+                f"{framework:<11} {name + marker:<24} {numbers['median_seconds'] * 1e3:>10.1f} "
+                f"{numbers['flops_per_second'] / 1e9:>9.1f} {numbers['fraction_of_peak']:>8.1%}"
+            )
+    lines.append(f"* the page's configuration; target: within {TARGET_RATIO}× of the framework's fastest")
+    for framework, result in report["frameworks"].items():
+        verdict = "meets" if result["ratio"] <= TARGET_RATIO else "MISSES"
+        lines.append(f"{framework}: page / fastest = {result['ratio']:.2f} ({verdict} the target; "
+                     f"fastest: {result['fastest_configuration']})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rosetta_utils.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("task", choices=sorted(PAGES))
+    parser.add_argument("--profile", choices=["smoke", "full"], help="sets ROSETTA_PROFILE for the pages' sizes")
+    parser.add_argument("--frameworks", help="comma-separated subset, e.g. pytorch,jax (default: all installed)")
+    parser.add_argument("--repeats", type=int, default=10, help="timed steps per configuration (default 10)")
+    parser.add_argument("--json", type=Path, help="also write the report as JSON here")
+    args = parser.parse_args(argv)
+    if args.profile:
+        os.environ["ROSETTA_PROFILE"] = args.profile
+    if args.frameworks:
+        os.environ["ROSETTA_FRAMEWORKS"] = args.frameworks
+    frameworks = tuple(name for name in selected_frameworks() if is_installed(name))
+    if not frameworks:
+        parser.error("none of the selected frameworks is installed")
+    report = benchmark_task(args.task, frameworks, args.repeats)
+    print(format_report(report))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

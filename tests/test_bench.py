@@ -1,0 +1,54 @@
+"""The benchmark's arithmetic and its comparison of configurations (not timed targets)."""
+
+import numpy as np
+import pytest
+
+from rosetta_utils.bench import compare_configurations, format_report, measure_peak_flops, model_flops_per_image
+
+
+def test_cifar10_model_flops_match_a_hand_count():
+    # conv 3→50 and 50→50 at 32², 50→100 and 100→100 at 16², dense 6400→512→10; 2 FLOP per multiply-add
+    by_hand = 2 * (32 * 32 * 50 * 3 * 9 + 32 * 32 * 50 * 50 * 9 + 16 * 16 * 100 * 50 * 9
+                   + 16 * 16 * 100 * 100 * 9 + 6400 * 512 + 512 * 10)
+    assert model_flops_per_image("cifar10") == by_hand == 124_528_640
+    with pytest.raises(ValueError, match="no FLOP count for task 'mnist'"):
+        model_flops_per_image("mnist")
+
+
+def test_compare_configurations_builds_and_times_each_one(monkeypatch, capsys):
+    built = []
+
+    def make_training(delay=0.0):
+        built.append(delay)
+        return object(), (lambda x, y: x + y), (lambda images, labels: (images, labels))
+
+    monkeypatch.setattr("rosetta_utils.backends.pytorch.synchronize", lambda value=None: None)
+    timings = compare_configurations(
+        make_training, {"slow": {"delay": 1.0}, "fast": {"delay": 0.0}}, {"delay": 0.0},
+        "pytorch", np.ones(3), np.ones(3), warmup=1, repeats=2,
+    )
+    assert built == [1.0, 0.0] and set(timings) == {"slow", "fast"}
+    out = capsys.readouterr().out
+    assert "pytorch fast (page):" in out and "pytorch slow:" in out
+
+
+def test_peak_is_the_fastest_path(monkeypatch):
+    monkeypatch.setenv("ROSETTA_FRAMEWORKS", "pytorch")
+    peak, rates = measure_peak_flops(size=256, repeats=2)
+    assert set(rates) >= {"numpy (its BLAS)"} and peak == max(rates.values()) > 0
+
+
+def test_report_flags_a_missed_target():
+    report = {
+        "peak_flops": 1e11, "matmul_flops": {"numpy (its BLAS)": 1e11},
+        "frameworks": {"jax": {
+            "page_configuration": "jit", "fastest_configuration": "no jit", "ratio": 1.5,
+            "configurations": {
+                "jit": {"median_seconds": 0.3, "flops_per_second": 2e10, "fraction_of_peak": 0.2},
+                "no jit": {"median_seconds": 0.2, "flops_per_second": 3e10, "fraction_of_peak": 0.3},
+            },
+        }},
+    }
+    text = format_report(report)
+    assert "jax: page / fastest = 1.50 (MISSES the target" in text
+    assert "jit *" in text
