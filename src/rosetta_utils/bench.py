@@ -99,6 +99,13 @@ def _matmul_paths(size: int) -> dict[str, Callable[[], Callable[[], Any]]]:
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
         return lambda: torch.mm(ta, tb)
 
+    def torch_onednn_path():
+        from .frameworks import import_framework
+
+        torch = import_framework("pytorch")
+        ta, tb = torch.from_numpy(a).to_mkldnn(), torch.from_numpy(b)
+        return lambda: torch._C._nn.mkldnn_linear(ta, tb, None)  # oneDNN's GEMM: ta @ tb.T
+
     def tensorflow_path():
         from .frameworks import import_framework
 
@@ -130,6 +137,8 @@ def _matmul_paths(size: int) -> dict[str, Callable[[], Callable[[], Any]]]:
     available = {name for name in selected_frameworks() if is_installed(name)}
     if "pytorch" in available:
         paths["torch.mm"] = torch_path
+        if torch_has_onednn():
+            paths["torch oneDNN linear"] = torch_onednn_path
     if "tensorflow" in available:
         paths["tf.matmul"] = tensorflow_path
     if "jax" in available:
@@ -137,6 +146,13 @@ def _matmul_paths(size: int) -> dict[str, Callable[[], Callable[[], Any]]]:
     if "mxnet" in available:
         paths["mxnet.nd.dot"] = mxnet_path
     return paths
+
+
+def torch_has_onednn() -> bool:
+    """Whether this PyTorch build has oneDNN (MKL-DNN) on the CPU."""
+    from .frameworks import import_framework
+
+    return bool(import_framework("pytorch").backends.mkldnn.is_available())
 
 
 def measure_peak_flops(size: int = 2048, repeats: int = 5) -> tuple[float, dict[str, float]]:

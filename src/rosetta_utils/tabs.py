@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +225,11 @@ def _on_config_inited(app: Sphinx, config: Any) -> None:
     # A config value that changes with the cache makes Sphinx re-read every page.
     config.rosetta_execution_key = execution_cache_name()
     config.nb_execution_cache_path = str(base / config.rosetta_execution_key)
+    # Caches of the same profile and frameworks made with older helpers can never be used again.
+    stem = config.rosetta_execution_key.rsplit("-", 1)[0]
+    for stale in base.glob(f"{stem}-*"):
+        if stale.name != config.rosetta_execution_key and stale.name.rsplit("-", 1)[0] == stem:
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
