@@ -52,3 +52,29 @@ def test_report_flags_a_missed_target():
     text = format_report(report)
     assert "jax: page / fastest = 1.50 (MISSES the target" in text
     assert "jit *" in text
+
+
+def test_resnet50_flops_tell_the_variants_apart():
+    from rosetta_utils.bench import resnet50_flops
+
+    assert round(resnet50_flops("v1") / 1e9, 1) == 7.7
+    assert round(resnet50_flops("v1.5") / 1e9, 1) == 8.2
+    assert model_flops_per_image("resnet50") == resnet50_flops("v1")
+    with pytest.raises(ValueError, match="'v2'"):
+        resnet50_flops("v2")
+
+
+def test_compare_inference_configurations_times_each_builder(monkeypatch, capsys):
+    from rosetta_utils.bench import compare_inference_configurations
+
+    calls = []
+
+    def make_model(scale=1):
+        return object(), (lambda images: calls.append(scale) or images * scale)
+
+    monkeypatch.setattr("rosetta_utils.backends.jax.synchronize", lambda value=None: None)
+    timings = compare_inference_configurations(
+        make_model, {"one": {"scale": 1}, "two": {"scale": 2}}, {"scale": 2}, "jax", np.ones(2), warmup=1, repeats=2
+    )
+    assert calls == [1, 1, 1, 2, 2, 2] and set(timings) == {"one", "two"}
+    assert "jax two (page):" in capsys.readouterr().out

@@ -80,7 +80,7 @@ def test_report_epoch_prints_one_compact_line(capsys):
 
 
 def test_markdown_table_and_its_errors():
-    text = markdown_table(["a", "b"], [["x|y", 1.5e-7], ["z", 0.25]])
-    assert text.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1.50e-07 |", "| z | 0.25 |"]
+    text = markdown_table(["a", "b"], [["x|y", 1.001e-5], ["__call__", 0.25]])
+    assert text.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1.001e-05 |", "| \\_\\_call\\_\\_ | 0.25 |"]
     with pytest.raises(ValueError, match="row 1 has 1 cells for 2 headers"):
         markdown_table(["a", "b"], [["only one"]])

@@ -61,3 +61,18 @@ def test_glorot_uniform_uses_the_receptive_field():
     assert np.abs(kernel).max() > 0.9 * limit
     with pytest.raises(ValueError, match="shapes"):
         glorot_uniform((3,), np.random.default_rng(1))
+
+
+def test_resnet50_canonical_weights_have_torchvisions_names_and_count():
+    from rosetta_utils.transplant import random_resnet50_weights, resnet50_weight_shapes
+
+    shapes = resnet50_weight_shapes()
+    assert len(shapes) == 265
+    assert shapes["layer2.0.conv1.weight"] == (128, 256, 1, 1)
+    assert shapes["layer4.0.downsample.0.weight"] == (2048, 1024, 1, 1)
+    trainable = sum(int(np.prod(s)) for name, s in shapes.items() if "running" not in name)
+    assert trainable == 23_508_032  # torchvision's ResNet-50 without its 2,049,000-parameter classifier
+    weights = random_resnet50_weights(3)
+    assert all(weights[name].shape == shape and weights[name].dtype == np.float32 for name, shape in shapes.items())
+    assert (weights["bn1.running_var"] > 0).all()
+    np.testing.assert_array_equal(weights["conv1.weight"], random_resnet50_weights(3)["conv1.weight"])

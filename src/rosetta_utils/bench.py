@@ -1,10 +1,11 @@
-"""Benchmarks: a page's training step against the alternatives its framework offers.
+"""Benchmarks: a page's configuration against the alternatives its framework offers.
 
-``python -m rosetta_utils.bench cifar10 [--profile smoke] [--json PATH]``
+``python -m rosetta_utils.bench cifar10|resnet50 [--profile smoke] [--json PATH]``
 loads each framework's Setup, Data and Model sections from the chapter page
 (through the chapter loader, so it times exactly the code the page shows),
-times one training step for the page's configuration and for every
-alternative the tab lists, and prints, per framework, how far the page's
+times one training step (CIFAR-10) or one batch of feature extraction
+(ResNet-50) for the page's configuration and for every alternative the tab
+lists, and prints, per framework, how far the page's
 configuration is from the fastest one (target: within 1.25×) and what share
 of this machine's peak its model FLOP/s reach. The peak is the fastest
 single-precision matrix multiply measured in the same run across every
@@ -29,7 +30,9 @@ from .frameworks import is_installed, selected_frameworks
 from .timing import Timing, measure
 
 #: Page of each benchmarked task, relative to the project root.
-PAGES = {"cifar10": "book/chapters/cifar10_cnn.md"}
+PAGES = {"cifar10": "book/chapters/cifar10_cnn.md", "resnet50": "book/chapters/resnet50_features.md"}
+#: The section of each page before which the benchmark stops loading it (no training, no timing).
+STOP_BEFORE = {"cifar10": "Training", "resnet50": "Training"}
 TARGET_RATIO = 1.25
 
 
@@ -42,8 +45,40 @@ def dense_flops(features_in: int, features_out: int) -> int:
     return 2 * features_in * features_out
 
 
+def resnet50_flops(variant: str = "v1", size: int = 224) -> int:
+    """Forward FLOP of ResNet-50's feature extractor on one image.
+
+    v1 puts a down-sampling block's stride in its first 1×1 convolution, so
+    that convolution already runs at the reduced resolution; v1.5 puts it in
+    the 3×3, which makes the 1×1 run at the full one: about 7.7 versus 8.2
+    GFLOP at 224×224 (2 FLOP per multiply-add).
+    """
+    if variant not in ("v1", "v1.5"):
+        raise ValueError(f"ResNet-50 variant must be 'v1' or 'v1.5', got {variant!r}")
+    from .transplant import RESNET50_STAGES
+
+    resolution = size // 2
+    total = conv2d_flops(resolution, resolution, 3, 64, 7)  # the stem
+    resolution //= 2  # max-pool
+    channels = 64
+    for width, blocks, stride in RESNET50_STAGES:
+        for block in range(blocks):
+            step = stride if block == 0 else 1
+            out = resolution // step
+            first = out if variant == "v1" else resolution
+            total += conv2d_flops(first, first, channels, width, 1)
+            total += conv2d_flops(out, out, width, width, 3)
+            total += conv2d_flops(out, out, width, 4 * width, 1)
+            if block == 0:
+                total += conv2d_flops(out, out, channels, 4 * width, 1)
+            channels, resolution = 4 * width, out
+    return total
+
+
 def model_flops_per_image(task: str) -> int:
     """Forward-pass FLOP per image of a task's model; a training step counts 3× that."""
+    if task == "resnet50":
+        return resnet50_flops("v1")
     if task == "cifar10":
         return (
             conv2d_flops(32, 32, 3, 50, 3) + conv2d_flops(32, 32, 50, 50, 3)
@@ -78,6 +113,29 @@ def compare_configurations(
         marker = " (page)" if dict(options) == dict(page_options) else ""
         print(f"{framework} {name}{marker}: {timings[name]}")
         del model, train_step
+        gc.collect()
+    return timings
+
+
+def compare_inference_configurations(
+    make_model: Callable[..., tuple[Any, Callable[[np.ndarray], np.ndarray]]],
+    alternatives: Mapping[str, Mapping[str, Any]],
+    page_options: Mapping[str, Any],
+    framework: str,
+    images: np.ndarray,
+    *,
+    warmup: int = 1,
+    repeats: int = 3,
+) -> dict[str, Timing]:
+    """Time ``extract(images)`` for every configuration; ``make_model(**options)``
+    is the page's builder, returning ``(model, extract)``. Prints one line each."""
+    timings = {}
+    for name, options in alternatives.items():
+        model, extract = make_model(**options)
+        timings[name] = measure(lambda: extract(images), framework, warmup=warmup, repeats=repeats)
+        marker = " (page)" if dict(options) == dict(page_options) else ""
+        print(f"{framework} {name}{marker}: {timings[name]}")
+        del model, extract
         gc.collect()
     return timings
 
@@ -166,6 +224,24 @@ def measure_peak_flops(size: int = 2048, repeats: int = 5) -> tuple[float, dict[
     return max(rates.values()), rates
 
 
+def _time_page_configurations(task: str, namespace: dict[str, Any], framework: str, repeats: int):
+    """The page's configurations of ``framework``, timed; returns (timings, FLOP per timed call)."""
+    if task == "cifar10":
+        batch = namespace["epoch_batches"](1)[0]
+        images, labels = namespace["data"].x_train[batch], namespace["data"].y_train[batch]
+        timings = compare_configurations(
+            namespace["make_training"], namespace["ALTERNATIVES"], namespace["PAGE_OPTIONS"],
+            framework, images, labels, warmup=3, repeats=repeats,
+        )
+        return timings, 3 * model_flops_per_image(task) * len(batch)
+    images = namespace["images"][: namespace["BATCH"]]
+    timings = compare_inference_configurations(
+        namespace["make_resnet50"], namespace["ALTERNATIVES"], namespace["PAGE_OPTIONS"],
+        framework, images, warmup=1, repeats=repeats,
+    )
+    return timings, model_flops_per_image(task) * len(images)
+
+
 def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict[str, Any]:
     """Time every framework's configurations for ``task``; return a JSON-ready report."""
     from .chapter import load_chapter
@@ -175,16 +251,10 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict
     if not page.is_file():
         page = project_root() / PAGES[task]
     peak, rates = measure_peak_flops()
-    flops_per_step = 3 * model_flops_per_image(task)
     report: dict[str, Any] = {"task": task, "peak_flops": peak, "matmul_flops": rates, "frameworks": {}}
     for framework in frameworks:
-        namespace = load_chapter(page, framework, until="Training")
-        batch = namespace["epoch_batches"](1)[0]
-        images, labels = namespace["data"].x_train[batch], namespace["data"].y_train[batch]
-        timings = compare_configurations(
-            namespace["make_training"], namespace["ALTERNATIVES"], namespace["PAGE_OPTIONS"],
-            framework, images, labels, warmup=3, repeats=repeats,
-        )
+        namespace = load_chapter(page, framework, until=STOP_BEFORE[task])
+        timings, flops = _time_page_configurations(task, namespace, framework, repeats)
         page_name = next(
             (name for name, options in namespace["ALTERNATIVES"].items() if dict(options) == dict(namespace["PAGE_OPTIONS"])),
             None,
@@ -192,14 +262,13 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict
         if page_name is None:
             raise RuntimeError(f"{page}: the {framework} tab's PAGE_OPTIONS is not among its ALTERNATIVES")
         fastest = min(timings, key=lambda name: timings[name].median)
-        step_flops = flops_per_step * len(batch)
         report["frameworks"][framework] = {
             "page_configuration": page_name,
             "fastest_configuration": fastest,
             "ratio": timings[page_name].median / timings[fastest].median,
             "configurations": {
                 name: {"median_seconds": t.median, "spread_seconds": t.spread,
-                       "flops_per_second": step_flops / t.median, "fraction_of_peak": step_flops / t.median / peak}
+                       "flops_per_second": flops / t.median, "fraction_of_peak": flops / t.median / peak}
                 for name, t in timings.items()
             },
             "data": namespace["data"].source,
@@ -212,7 +281,7 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict
 def format_report(report: Mapping[str, Any]) -> str:
     lines = [f"peak: {report['peak_flops'] / 1e9:.1f} GFLOP/s, the fastest float32 matrix multiply of: "
              + ", ".join(f"{name} {rate / 1e9:.1f}" for name, rate in report["matmul_flops"].items())]
-    lines.append(f"{'framework':<11} {'configuration':<24} {'step (ms)':>10} {'GFLOP/s':>9} {'of peak':>8}")
+    lines.append(f"{'framework':<11} {'configuration':<24} {'call (ms)':>10} {'GFLOP/s':>9} {'of peak':>8}")
     for framework, result in report["frameworks"].items():
         for name, numbers in result["configurations"].items():
             marker = " *" if name == result["page_configuration"] else ""

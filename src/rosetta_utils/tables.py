@@ -6,14 +6,11 @@ from typing import Any, Sequence
 
 
 def format_cell(value: Any) -> str:
-    """Numbers read well in a table: small differences in scientific notation."""
+    """Numbers read well in a table: small ones in scientific notation with four
+    significant digits (1.001e-05 is not 1e-05); text is escaped for Markdown."""
     if isinstance(value, float):
-        if value == 0:
-            return "0"
-        if abs(value) < 1e-3 or abs(value) >= 1e5:
-            return f"{value:.2e}"
         return f"{value:.4g}"
-    return str(value).replace("|", "\\|")
+    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("_", "\\_").replace("*", "\\*")
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
