@@ -78,3 +78,13 @@ def test_compare_inference_configurations_times_each_builder(monkeypatch, capsys
     )
     assert calls == [1, 1, 1, 2, 2, 2] and set(timings) == {"one", "two"}
     assert "jax two (page):" in capsys.readouterr().out
+
+
+def test_resnet50_peak_targets_name_the_leader_and_spare_chainer():
+    from rosetta_utils.bench import peak_verdicts
+
+    assert peak_verdicts({"mxnet": 0.85, "jax": 0.45, "chainer": 0.2}) == [
+        "mxnet: 85.0% of peak at best (meets 80%)",
+        "jax: 45.0% of peak at best (MISSES 50%)",
+        "chainer: 20.0% of peak at best (no target)",
+    ]

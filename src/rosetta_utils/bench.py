@@ -225,7 +225,12 @@ def measure_peak_flops(size: int = 2048, repeats: int = 5) -> tuple[float, dict[
 
 
 def _time_page_configurations(task: str, namespace: dict[str, Any], framework: str, repeats: int):
-    """The page's configurations of ``framework``, timed; returns (timings, FLOP per timed call)."""
+    """Time the page's configurations of ``framework``.
+
+    Returns ``{name: (Timing, items per call)}``: a training step of one batch
+    (CIFAR-10), or feature extraction of one batch (ResNet-50), where the
+    page's configuration is also timed at half and double its batch size.
+    """
     if task == "cifar10":
         batch = namespace["epoch_batches"](1)[0]
         images, labels = namespace["data"].x_train[batch], namespace["data"].y_train[batch]
@@ -233,13 +238,22 @@ def _time_page_configurations(task: str, namespace: dict[str, Any], framework: s
             namespace["make_training"], namespace["ALTERNATIVES"], namespace["PAGE_OPTIONS"],
             framework, images, labels, warmup=3, repeats=repeats,
         )
-        return timings, 3 * model_flops_per_image(task) * len(batch)
-    images = namespace["images"][: namespace["BATCH"]]
+        return {name: (timing, len(batch)) for name, timing in timings.items()}
+    batch = namespace["BATCH"]
+    images = namespace["images"]
     timings = compare_inference_configurations(
         namespace["make_resnet50"], namespace["ALTERNATIVES"], namespace["PAGE_OPTIONS"],
-        framework, images, warmup=1, repeats=repeats,
+        framework, images[:batch], warmup=1, repeats=repeats,
     )
-    return timings, model_flops_per_image(task) * len(images)
+    results = {name: (timing, batch) for name, timing in timings.items()}
+    for size in (batch // 2, 2 * batch):
+        if size <= len(images):
+            sized = compare_inference_configurations(
+                namespace["make_resnet50"], {f"page, batch {size}": namespace["PAGE_OPTIONS"]},
+                namespace["PAGE_OPTIONS"], framework, images[:size], warmup=1, repeats=repeats,
+            )
+            results.update({name: (timing, size) for name, timing in sized.items()})
+    return results
 
 
 def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict[str, Any]:
@@ -254,22 +268,25 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict
     report: dict[str, Any] = {"task": task, "peak_flops": peak, "matmul_flops": rates, "frameworks": {}}
     for framework in frameworks:
         namespace = load_chapter(page, framework, until=STOP_BEFORE[task])
-        timings, flops = _time_page_configurations(task, namespace, framework, repeats)
+        timings = _time_page_configurations(task, namespace, framework, repeats)
+        flops_per_item = model_flops_per_image(task) * (3 if task == "cifar10" else 1)
+        per_item = {name: timing.median / items for name, (timing, items) in timings.items()}
         page_name = next(
             (name for name, options in namespace["ALTERNATIVES"].items() if dict(options) == dict(namespace["PAGE_OPTIONS"])),
             None,
         )
         if page_name is None:
             raise RuntimeError(f"{page}: the {framework} tab's PAGE_OPTIONS is not among its ALTERNATIVES")
-        fastest = min(timings, key=lambda name: timings[name].median)
+        fastest = min(per_item, key=per_item.get)
         report["frameworks"][framework] = {
             "page_configuration": page_name,
             "fastest_configuration": fastest,
-            "ratio": timings[page_name].median / timings[fastest].median,
+            "ratio": per_item[page_name] / per_item[fastest],  # time per image, so batch sizes compare
             "configurations": {
-                name: {"median_seconds": t.median, "spread_seconds": t.spread,
-                       "flops_per_second": flops / t.median, "fraction_of_peak": flops / t.median / peak}
-                for name, t in timings.items()
+                name: {"median_seconds": t.median, "spread_seconds": t.spread, "items": items,
+                       "flops_per_second": flops_per_item / per_item[name],
+                       "fraction_of_peak": flops_per_item / per_item[name] / peak}
+                for name, (t, items) in timings.items()
             },
             "data": namespace["data"].source,
         }
@@ -281,12 +298,12 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict
 def format_report(report: Mapping[str, Any]) -> str:
     lines = [f"peak: {report['peak_flops'] / 1e9:.1f} GFLOP/s, the fastest float32 matrix multiply of: "
              + ", ".join(f"{name} {rate / 1e9:.1f}" for name, rate in report["matmul_flops"].items())]
-    lines.append(f"{'framework':<11} {'configuration':<24} {'call (ms)':>10} {'GFLOP/s':>9} {'of peak':>8}")
+    lines.append(f"{'framework':<11} {'configuration':<30} {'call (ms)':>10} {'GFLOP/s':>9} {'of peak':>8}")
     for framework, result in report["frameworks"].items():
         for name, numbers in result["configurations"].items():
             marker = " *" if name == result["page_configuration"] else ""
             lines.append(
-                f"{framework:<11} {name + marker:<24} {numbers['median_seconds'] * 1e3:>10.1f} "
+                f"{framework:<11} {name + marker:<30} {numbers['median_seconds'] * 1e3:>10.1f} "
                 f"{numbers['flops_per_second'] / 1e9:>9.1f} {numbers['fraction_of_peak']:>8.1%}"
             )
     lines.append(f"* the page's configuration; target: within {TARGET_RATIO}× of the framework's fastest")
@@ -294,32 +311,19 @@ def format_report(report: Mapping[str, Any]) -> str:
         verdict = "meets" if result["ratio"] <= TARGET_RATIO else "MISSES"
         lines.append(f"{framework}: page / fastest = {result['ratio']:.2f} ({verdict} the target; "
                      f"fastest: {result['fastest_configuration']})")
+    if report.get("task") == "resnet50":
+        lines += peak_verdicts({fw: max(c["fraction_of_peak"] for c in r["configurations"].values())
+                                for fw, r in report["frameworks"].items()})
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rosetta_utils.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("task", choices=sorted(PAGES))
-    parser.add_argument("--profile", choices=["smoke", "full"], help="sets ROSETTA_PROFILE for the pages' sizes")
-    parser.add_argument("--frameworks", help="comma-separated subset, e.g. pytorch,jax (default: all installed)")
-    parser.add_argument("--repeats", type=int, default=10, help="timed steps per configuration (default 10)")
-    parser.add_argument("--json", type=Path, help="also write the report as JSON here")
-    args = parser.parse_args(argv)
-    if args.profile:
-        os.environ["ROSETTA_PROFILE"] = args.profile
-    if args.frameworks:
-        os.environ["ROSETTA_FRAMEWORKS"] = args.frameworks
-    frameworks = tuple(name for name in selected_frameworks() if is_installed(name))
-    if not frameworks:
-        parser.error("none of the selected frameworks is installed")
-    report = benchmark_task(args.task, frameworks, args.repeats)
-    print(format_report(report))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"wrote {args.json}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def peak_verdicts(best_shares: Mapping[str, float]) -> list[str]:
+    """ResNet-50's targets, given each framework's best share of peak: the fastest
+    framework at 80% or more, every other one but Chainer at 50% or more."""
+    leader = max(best_shares, key=best_shares.get)
+    lines = []
+    for framework, share in best_shares.items():
+        target = 0.8 if framework == leader else (None if framework == "chainer" else 0.5)
+        verdict = "no target" if target is None else f"{'meets' if share >= target else 'MISSES'} {target:.0%}"
+        lines.append(f"{framework}: {share:.1%} of peak at best ({verdict})")
+    return lines
