@@ -88,3 +88,12 @@ def test_resnet50_peak_targets_name_the_leader_and_spare_chainer():
         "jax: 45.0% of peak at best (MISSES 50%)",
         "chainer: 20.0% of peak at best (no target)",
     ]
+
+
+def test_the_command_line_refuses_an_unknown_task(capsys):
+    from rosetta_utils.bench import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mnist"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'mnist'" in capsys.readouterr().err

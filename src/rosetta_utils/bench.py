@@ -327,3 +327,31 @@ def peak_verdicts(best_shares: Mapping[str, float]) -> list[str]:
         verdict = "no target" if target is None else f"{'meets' if share >= target else 'MISSES'} {target:.0%}"
         lines.append(f"{framework}: {share:.1%} of peak at best ({verdict})")
     return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rosetta_utils.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("task", choices=sorted(PAGES))
+    parser.add_argument("--profile", choices=["smoke", "full"], help="sets ROSETTA_PROFILE for the pages' sizes")
+    parser.add_argument("--frameworks", help="comma-separated subset, e.g. pytorch,jax (default: all installed)")
+    parser.add_argument("--repeats", type=int, default=10, help="timed calls per configuration (default 10)")
+    parser.add_argument("--json", type=Path, help="also write the report as JSON here")
+    args = parser.parse_args(argv)
+    if args.profile:
+        os.environ["ROSETTA_PROFILE"] = args.profile
+    if args.frameworks:
+        os.environ["ROSETTA_FRAMEWORKS"] = args.frameworks
+    frameworks = tuple(name for name in selected_frameworks() if is_installed(name))
+    if not frameworks:
+        parser.error("none of the selected frameworks is installed")
+    report = benchmark_task(args.task, frameworks, args.repeats)
+    print(format_report(report))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
