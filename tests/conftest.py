@@ -59,3 +59,27 @@ def build_sphinx(source: Path, pages: dict[str, str], execution: str = "off", en
         [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", str(source), str(source / "_build")],
         capture_output=True, text=True, env=child_env,
     )
+
+
+def run_page_offline(page: Path, frameworks, names, until: str = "Timing", derive=None) -> dict:
+    """Run a chapter page for each framework through the chapter loader, in the smoke
+    profile, offline and with official weights off; keep only ``names`` (those the
+    framework's run defines) from each namespace, so the large arrays are freed, plus
+    what ``derive(namespace)`` returns."""
+    from rosetta_utils.chapter import load_chapter
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ROSETTA_PROFILE", "smoke")
+    patch.setenv("ROSETTA_OFFLINE", "1")
+    patch.setenv("ROSETTA_BOOK_BUILD", "1")
+    patch.delenv("ROSETTA_PRETRAINED", raising=False)
+    kept = {}
+    try:
+        for framework in frameworks:
+            namespace = load_chapter(page, framework, until=until)
+            kept[framework] = {name: namespace[name] for name in names if name in namespace}
+            kept[framework].update(derive(namespace) if derive else {})
+            del namespace
+    finally:
+        patch.undo()
+    return kept

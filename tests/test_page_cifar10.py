@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import run_page_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_chapter
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.transplant import max_abs_difference
 
@@ -21,25 +21,10 @@ INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 @pytest.fixture(scope="module")
 def runs():
     """What each framework's run of the page produced (the big arrays left behind)."""
-    patch = pytest.MonkeyPatch()
-    patch.setenv("ROSETTA_PROFILE", "smoke")
-    patch.setenv("ROSETTA_OFFLINE", "1")
-    patch.setenv("ROSETTA_BOOK_BUILD", "1")
-    kept = {}
-    try:
-        for framework in INSTALLED:
-            page = load_chapter(PAGE, framework, until="Timing")
-            kept[framework] = {
-                name: page[name] for name in (
-                    "parameter_counts", "equivalence", "initial_weights", "epoch_seconds", "test_accuracy",
-                    "EPOCHS", "DATA_NOTE", "equivalence_rows",
-                )
-            }
-            kept[framework]["synthetic"] = page["data"].synthetic
-            del page
-    finally:
-        patch.undo()
-    return kept
+    return run_page_offline(PAGE, INSTALLED, (
+        "parameter_counts", "equivalence", "initial_weights", "epoch_seconds", "test_accuracy",
+        "EPOCHS", "DATA_NOTE", "equivalence_rows",
+    ), derive=lambda page: {"synthetic": page["data"].synthetic})
 
 
 @pytest.mark.parametrize("framework", INSTALLED)

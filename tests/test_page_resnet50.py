@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import run_page_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import load_chapter
 from rosetta_utils.frameworks import is_installed
@@ -20,25 +21,10 @@ TORCHVISION_PARAMETERS = 23_508_032  # ResNet-50 without its classifier
 
 @pytest.fixture(scope="module")
 def runs():
-    patch = pytest.MonkeyPatch()
-    patch.setenv("ROSETTA_PROFILE", "smoke")
-    patch.setenv("ROSETTA_OFFLINE", "1")
-    patch.setenv("ROSETTA_BOOK_BUILD", "1")
-    patch.delenv("ROSETTA_PRETRAINED", raising=False)
-    kept = {}
-    try:
-        for framework in INSTALLED:
-            page = load_chapter(PAGE, framework, until="Timing")
-            kept[framework] = {name: page[name] for name in (
-                "variant_facts", "parameter_counts", "conv_bias_counts", "equivalence", "inference_checks",
-                "relative_difference",
-            )}
-            if framework == "chainer":
-                kept[framework]["shipped_features"] = page["shipped_features"]
-            del page
-    finally:
-        patch.undo()
-    return kept
+    return run_page_offline(PAGE, INSTALLED, (
+        "variant_facts", "parameter_counts", "conv_bias_counts", "equivalence", "inference_checks",
+        "relative_difference", "shipped_features",
+    ))
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
