@@ -14,7 +14,7 @@ from typing import Iterable
 from . import FRAMEWORK_TITLES, FRAMEWORKS
 from .backends import backend
 from .frameworks import usable_cores
-from .profile import current_profile
+from .profile import describe_profile
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def machine_lines() -> list[str]:
     return [
         f"Machine: {cpu_model()}, {usable_cores()} usable cores, "
         f"GPU: {gpu_name() or 'none'}; Python {platform.python_version()}",
-        f"Profile: {current_profile()}",
+        describe_profile(),
     ]
 
 
