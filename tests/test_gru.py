@@ -120,6 +120,7 @@ class Kind:
     build: Callable[[], Any]
     run: Callable[[Any, np.ndarray], np.ndarray]
     holds_b_hn: bool = True
+    folds_biases: bool = False  # stores biases that only ever add up added up (get_weights shows the sum)
     functional: bool = False  # flax.linen: set_weights returns new params
     _layer: Any = field(default=None, repr=False)
 
@@ -365,9 +366,9 @@ KINDS = {
         Kind("keras.GRU(reset_after=True)", "tensorflow", LBR, 1, _keras_gru(True, False), _keras_run),
         Kind("keras.GRUCell(reset_after=True)", "tensorflow", LBR, 1, _keras_cell(True), _keras_cell_run),
         Kind("keras.Bidirectional(GRU(reset_after=True))", "tensorflow", LBR, 2, _keras_gru(True, True), _keras_run),
-        Kind("keras.GRU(reset_after=False)", "tensorflow", RB, 1, _keras_gru(False, False), _keras_run),
-        Kind("keras.GRUCell(reset_after=False)", "tensorflow", RB, 1, _keras_cell(False), _keras_cell_run),
-        Kind("keras.Bidirectional(GRU(reset_after=False))", "tensorflow", RB, 2, _keras_gru(False, True), _keras_run),
+        Kind("keras.GRU(reset_after=False)", "tensorflow", RB, 1, _keras_gru(False, False), _keras_run, folds_biases=True),
+        Kind("keras.GRUCell(reset_after=False)", "tensorflow", RB, 1, _keras_cell(False), _keras_cell_run, folds_biases=True),
+        Kind("keras.Bidirectional(GRU(reset_after=False))", "tensorflow", RB, 2, _keras_gru(False, True), _keras_run, folds_biases=True),
         Kind("mxnet.GRU", "mxnet", LBR, 1, _mxnet_gru(False), _mxnet_run),
         Kind("mxnet.GRUCell", "mxnet", LBR, 1, _mxnet_cell, _mxnet_cell_run),
         Kind("mxnet.GRU(bi)", "mxnet", LBR, 2, _mxnet_gru(True), _mxnet_run),
@@ -375,13 +376,13 @@ KINDS = {
         Kind("chainer.NStepBiGRU", "chainer", LBR, 2, _chainer_nstep(True), _chainer_nstep_run),
         Kind("chainer.StatelessGRU", "chainer", RB, 1, _chainer_stateless, _chainer_stateless_run),
         Kind("chainer.GRU", "chainer", RB, 1, _chainer_stateful, _chainer_stateful_run),
-        Kind("nnx.GRUCell", "jax", LBR, 1, _nnx_build("cell", False), _nnx_cell_run, holds_b_hn=False),
-        Kind("nnx.RNN(GRUCell)", "jax", LBR, 1, _nnx_build("rnn", False), _nnx_run, holds_b_hn=False),
-        Kind("nnx.Bidirectional(GRUCell)", "jax", LBR, 2, _nnx_build("bi", False), _nnx_run, holds_b_hn=False),
+        Kind("nnx.GRUCell", "jax", LBR, 1, _nnx_build("cell", False), _nnx_cell_run, holds_b_hn=False, folds_biases=True),
+        Kind("nnx.RNN(GRUCell)", "jax", LBR, 1, _nnx_build("rnn", False), _nnx_run, holds_b_hn=False, folds_biases=True),
+        Kind("nnx.Bidirectional(GRUCell)", "jax", LBR, 2, _nnx_build("bi", False), _nnx_run, holds_b_hn=False, folds_biases=True),
         Kind("nnx.GRUCell+b_hn", "jax", LBR, 1, _nnx_build("cell", True), _nnx_cell_run),
         Kind("nnx.RNN(GRUCell+b_hn)", "jax", LBR, 1, _nnx_build("rnn", True), _nnx_run),
         Kind("nnx.Bidirectional(GRUCell+b_hn)", "jax", LBR, 2, _nnx_build("bi", True), _nnx_run),
-        Kind("linen.GRUCell params", "jax", LBR, 1, _linen_build, _linen_run, functional=True),
+        Kind("linen.GRUCell params", "jax", LBR, 1, _linen_build, _linen_run, folds_biases=True, functional=True),
     ]
 }
 
@@ -462,11 +463,7 @@ def test_round_trip_is_exact(name):
     kind.set(first)
     second = get_weights(kind.layer)
     _assert_same_weights(second, first)  # get(set(w)) == w for weights the layer holds as they are
-    folds = kind.name.startswith(("keras.GRU(reset_after=False)", "keras.GRUCell(reset_after=False)",
-                                  "keras.Bidirectional(GRU(reset_after=False))", "linen", "nnx.GRUCell",
-                                  "nnx.RNN(GRUCell)", "nnx.Bidirectional(GRUCell)"))
-    folds = folds and "+b_hn" not in kind.name
-    if not folds:  # every bias in its own place: the very arrays come back
+    if not kind.folds_biases:  # every bias in its own place: the very arrays come back
         _assert_same_weights(first, weights)
     else:  # biases that only ever add up are stored added up; the function is the same
         assert max_diff(reference_gru(first, x_data), reference_gru(weights, x_data)) <= 1e-6
@@ -721,3 +718,47 @@ def test_nnx_gru_cell_has_no_b_hn():
     assert cell.dense_h.bias is None
     assert set(nnx.state(cell)) == {"dense_i", "dense_h"}
     assert get_weights(cell)["forward"]["bias_hh"].tolist() == [0.0] * (3 * HIDDEN)
+
+
+@pytest.mark.skipif(not is_installed("jax"), reason="needs Flax")
+def test_linen_params_keep_their_nesting_and_mapping_type():
+    from flax.core import FrozenDict
+
+    variables = _linen_build()
+    weights = BASE[(LBR, 1)]
+    inner = set_weights(dict(variables["params"]), weights)  # the bare {"ir": ..., ...} dict
+    assert set(inner) == {"ir", "iz", "in", "hr", "hz", "hn"} and "bias" not in inner["hr"]
+    frozen = set_weights(FrozenDict(variables), weights)
+    assert isinstance(frozen, FrozenDict) and set(frozen) == {"params"}
+    _assert_same_weights(get_weights(inner), get_weights(frozen))
+    with pytest.raises(GRUConversionError, match="unsupported layer type builtins.dict"):
+        get_weights({"ir": {"kernel": np.zeros((5, 4))}})
+
+
+@pytest.mark.skipif(not is_installed("tensorflow"), reason="needs TensorFlow")
+def test_keras_gru_options_that_change_the_function():
+    keras = import_framework("tensorflow")
+    relu = keras.layers.GRU(HIDDEN, activation="relu")
+    relu.build((None, STEPS, INPUT))
+    with pytest.raises(GRUConversionError, match="activation='relu'"):
+        get_weights(relu)
+    no_bias = keras.layers.GRU(HIDDEN, use_bias=False, return_sequences=True)
+    no_bias.build((None, STEPS, INPUT))
+    with pytest.raises(GRUConversionError, match="no biases"):
+        set_weights(no_bias, BASE[(LBR, 1)])
+    weights = BASE[(LBR, 1)]
+    set_weights(no_bias, weights, approximate=True)
+    dropped = {k: (v if k.startswith("weight") else np.zeros_like(v)) for k, v in weights["forward"].items()}
+    expected = reference_gru({"forward": dropped, "flavor": LBR}, x_data)
+    assert max_diff(np.asarray(no_bias(x_data)), expected) <= EXACT
+
+
+@pytest.mark.skipif(not is_installed("chainer"), reason="needs Chainer")
+def test_chainer_uninitialized_link_is_a_clear_error():
+    import_framework("chainer")
+    import chainer.links as L
+
+    with pytest.raises(GRUConversionError, match="not initialized"):
+        get_weights(L.StatelessGRU(None, HIDDEN))
+    with pytest.raises(GRUConversionError, match=r"n_layers=2"):
+        get_weights(L.NStepGRU(2, INPUT, HIDDEN, 0.0))

@@ -361,11 +361,6 @@ def unsupported(layer: Any, why: str = "") -> GRUConversionError:
     return GRUConversionError(f"unsupported layer type {_type_name(layer)}{detail}: supported are {SUPPORTED}")
 
 
-def split_gates(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Split a (3H, ...) array into its r, z, n blocks."""
-    return tuple(np.split(matrix, 3, axis=0))  # type: ignore[return-value]
-
-
 def as_float32(array: Any) -> np.ndarray:
     """A fresh contiguous float32 numpy copy."""
     return np.array(array, dtype=np.float32, copy=True, order="C")

@@ -41,7 +41,7 @@ _GLUON_KEYS = {"weight_ih": "i2h_weight", "weight_hh": "h2h_weight", "bias_ih": 
 
 def _gru_parameters(layer: Any) -> dict[str, dict[str, Any]]:
     """The Gluon Parameters per direction, keyed by canonical name."""
-    mx = import_framework("mxnet")
+    import_framework("mxnet")
     from mxnet.gluon import rnn
 
     from ..gru import unsupported
@@ -59,7 +59,6 @@ def _gru_parameters(layer: Any) -> dict[str, dict[str, Any]]:
             direction: {key: layer._reg_params[prefixes[direction] + name] for key, name in _GLUON_KEYS.items()}
             for direction in directions
         }
-    del mx
     raise unsupported(layer)
 
 

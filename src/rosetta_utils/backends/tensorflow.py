@@ -132,10 +132,10 @@ def gru_weights(layer: Any) -> dict[str, Any]:
     units = info["hidden_size"]
     weights: dict[str, Any] = {}
     for direction, cell in _gru_cells(layer).items():
-        kernel = numpy.asarray(cell.kernel.numpy())
-        recurrent = numpy.asarray(cell.recurrent_kernel.numpy())
+        kernel = numpy.asarray(cell.kernel)
+        recurrent = numpy.asarray(cell.recurrent_kernel)
         if cell.use_bias:
-            bias = numpy.asarray(cell.bias.numpy())
+            bias = numpy.asarray(cell.bias)
             if cell.reset_after:
                 bias_ih, bias_hh = bias[0], bias[1]
             else:
