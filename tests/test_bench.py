@@ -97,3 +97,49 @@ def test_the_command_line_refuses_an_unknown_task(capsys):
         main(["mnist"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'mnist'" in capsys.readouterr().err
+
+
+def test_imdb_model_flops_match_a_hand_count():
+    from rosetta_utils.bench import gru_flops
+
+    # per step, three gates of (2·125·100 + 2·100·100) FLOP; 150 steps; then Dense 100→2
+    assert gru_flops(125, 100, 1) == 3 * (2 * 125 * 100 + 2 * 100 * 100) == 135_000
+    assert gru_flops(125, 100, 150) == 150 * gru_flops(125, 100, 1)
+    assert model_flops_per_image("imdb") == 150 * 135_000 + 2 * 100 * 2 == 20_250_400
+
+
+def test_imdb_times_a_training_step_on_token_ids_and_lengths(monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from rosetta_utils.bench import _time_page_configurations
+
+    seen = []
+
+    def make_training(readout="gather"):
+        def to_device(reviews, labels):
+            seen.append((readout, reviews[0].shape, reviews[1].tolist(), labels.tolist()))
+            return reviews, labels
+
+        return object(), (lambda x, y: None), to_device
+
+    data = SimpleNamespace(x_train=np.arange(40).reshape(10, 4), len_train=np.arange(1, 11), y_train=np.arange(10) % 2)
+    namespace = {
+        "make_training": make_training, "data": data, "epoch_batches": lambda epoch: np.array([[3, 1, 4], [5, 9, 2]]),
+        "ALTERNATIVES": {"gather": {"readout": "gather"}, "packed": {"readout": "packed"}},
+        "PAGE_OPTIONS": {"readout": "gather"},
+    }
+    monkeypatch.setattr("rosetta_utils.backends.pytorch.synchronize", lambda value=None: None)
+    results = _time_page_configurations("imdb", namespace, "pytorch", repeats=2)
+    assert set(results) == {"gather", "packed"} and all(items == 3 for _, items in results.values())
+    assert seen == [("gather", (3, 4), [4, 2, 5], [1, 1, 0]), ("packed", (3, 4), [4, 2, 5], [1, 1, 0])]
+    assert "pytorch gather (page):" in capsys.readouterr().out
+
+
+def test_the_command_line_knows_the_imdb_task(capsys):
+    from rosetta_utils.bench import PAGES, main
+
+    assert PAGES["imdb"] == "book/chapters/imdb_gru.md"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "imdb" in capsys.readouterr().out

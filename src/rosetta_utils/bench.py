@@ -1,9 +1,9 @@
 """Benchmarks: a page's configuration against the alternatives its framework offers.
 
-``python -m rosetta_utils.bench cifar10|resnet50 [--profile smoke] [--json PATH]``
+``python -m rosetta_utils.bench cifar10|imdb|resnet50 [--profile smoke] [--json PATH]``
 loads each framework's Setup, Data and Model sections from the chapter page
 (through the chapter loader, so it times exactly the code the page shows),
-times one training step (CIFAR-10) or one batch of feature extraction
+times one training step (CIFAR-10, IMDB) or one batch of feature extraction
 (ResNet-50) for the page's configuration and for every alternative the tab
 lists, and prints, per framework, how far the page's
 configuration is from the fastest one (target: within 1.25×) and what share
@@ -30,9 +30,15 @@ from .frameworks import is_installed, selected_frameworks
 from .timing import Timing, measure
 
 #: Page of each benchmarked task, relative to the project root.
-PAGES = {"cifar10": "book/chapters/cifar10_cnn.md", "resnet50": "book/chapters/resnet50_features.md"}
+PAGES = {
+    "cifar10": "book/chapters/cifar10_cnn.md",
+    "imdb": "book/chapters/imdb_gru.md",
+    "resnet50": "book/chapters/resnet50_features.md",
+}
 #: The section of each page before which the benchmark stops loading it (no training, no timing).
-STOP_BEFORE = {"cifar10": "Training", "resnet50": "Training"}
+STOP_BEFORE = {"cifar10": "Training", "imdb": "Training", "resnet50": "Training"}
+#: Tasks whose benchmark times a training step (3 forward passes of work) rather than inference.
+TRAINING_TASKS = ("cifar10", "imdb")
 TARGET_RATIO = 1.25
 
 
@@ -75,8 +81,27 @@ def resnet50_flops(variant: str = "v1", size: int = 224) -> int:
     return total
 
 
+def gru_flops(input_size: int, hidden_size: int, steps: int) -> int:
+    """FLOP of a one-layer GRU's forward pass over ``steps`` time steps of one sequence.
+
+    Counts the matrix products only, at 2 FLOP per multiply-add: per step, the
+    three gates each multiply the input (``input_size``) and the state
+    (``hidden_size``) by their weights, ``3 * (2*I*H + 2*H*H)``. The gates'
+    element-wise work and the biases are left out. Every step counts, padded
+    or not, because a fused kernel over a padded batch computes them all.
+    """
+    return steps * 3 * (2 * input_size * hidden_size + 2 * hidden_size * hidden_size)
+
+
 def model_flops_per_image(task: str) -> int:
-    """Forward-pass FLOP per image of a task's model; a training step counts 3× that."""
+    """Forward-pass FLOP per image (per review, for IMDB) of a task's model; a
+    training step counts 3× that (forward, and a backward pass of twice the work).
+
+    IMDB: the GRU(125 → 100) over all 150 steps plus the Dense(100 → 2); an
+    embedding lookup does no arithmetic.
+    """
+    if task == "imdb":
+        return gru_flops(125, 100, 150) + dense_flops(100, 2)
     if task == "resnet50":
         return resnet50_flops("v1")
     if task == "cifar10":
@@ -93,7 +118,7 @@ def compare_configurations(
     alternatives: Mapping[str, Mapping[str, Any]],
     page_options: Mapping[str, Any],
     framework: str,
-    images: np.ndarray,
+    images: Any,
     labels: np.ndarray,
     *,
     warmup: int = 2,
@@ -102,7 +127,9 @@ def compare_configurations(
     """Time one training step on ``images``/``labels`` for every configuration.
 
     ``make_training(**options)`` is the page's own builder, returning
-    ``(model, train_step, to_device)``. Prints one line per configuration,
+    ``(model, train_step, to_device)``; ``images`` is whatever the page's
+    ``to_device`` takes first (numpy images, or for IMDB the pair of token ids
+    and valid lengths). Prints one line per configuration,
     marking the page's; returns ``{name: Timing}``.
     """
     timings = {}
@@ -228,9 +255,18 @@ def _time_page_configurations(task: str, namespace: dict[str, Any], framework: s
     """Time the page's configurations of ``framework``.
 
     Returns ``{name: (Timing, items per call)}``: a training step of one batch
-    (CIFAR-10), or feature extraction of one batch (ResNet-50), where the
+    (CIFAR-10, IMDB), or feature extraction of one batch (ResNet-50), where the
     page's configuration is also timed at half and double its batch size.
     """
+    if task == "imdb":  # the step's input is the pair (token ids, valid lengths)
+        batch = namespace["epoch_batches"](1)[0]
+        data = namespace["data"]
+        reviews, labels = (data.x_train[batch], data.len_train[batch]), data.y_train[batch]
+        timings = compare_configurations(
+            namespace["make_training"], namespace["ALTERNATIVES"], namespace["PAGE_OPTIONS"],
+            framework, reviews, labels, warmup=3, repeats=repeats,
+        )
+        return {name: (timing, len(batch)) for name, timing in timings.items()}
     if task == "cifar10":
         batch = namespace["epoch_batches"](1)[0]
         images, labels = namespace["data"].x_train[batch], namespace["data"].y_train[batch]
@@ -269,7 +305,7 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict
     for framework in frameworks:
         namespace = load_chapter(page, framework, until=STOP_BEFORE[task])
         timings = _time_page_configurations(task, namespace, framework, repeats)
-        flops_per_item = model_flops_per_image(task) * (3 if task == "cifar10" else 1)
+        flops_per_item = model_flops_per_image(task) * (3 if task in TRAINING_TASKS else 1)
         per_item = {name: timing.median / items for name, (timing, items) in timings.items()}
         page_name = next(
             (name for name, options in namespace["ALTERNATIVES"].items() if dict(options) == dict(namespace["PAGE_OPTIONS"])),
