@@ -31,7 +31,7 @@ def runs():
         "APPROXIMATION_SCALES", "round_trips", "kept_memory", "onednn_calls", "HIDDEN_STATE_BYTES",
         "chainer_checks", "make_layer", "inference_outputs", "forward_kept_bytes", "without_b_hn",
         "numpy_gru", "gru_lbr_step", "gru_rb_step", "gru_rb_z_flipped_step", "max_difference",
-        "SMALL_INPUT", "SMALL_HIDDEN", "INPUT", "HIDDEN", "exported",
+        "SMALL_INPUT", "SMALL_HIDDEN", "INPUT", "HIDDEN", "exported", "gate_orders",
     ))
 
 
@@ -79,6 +79,20 @@ def test_weights_come_back_with_the_same_effective_parameters(runs, framework):
     for name, (flavor, difference) in run["round_trips"].items():
         assert flavor == FAMILY[run["KINDS"][name]], name
         assert difference == 0.0, f"{name} changed its weights on the way back"
+
+
+STORED_GATE_ORDER = {  # as the equations table of the page says
+    "GRU(reset_after=True)": "z, r, n", "GRUCell(reset_after=True)": "z, r, n", "GRU(reset_after=False)": "z, r, n",
+    "L.StatelessGRU": "r, -z, n",
+}
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_the_gate_order_read_from_each_layer_is_the_one_the_table_gives(runs, framework):
+    run = runs[framework]
+    assert set(run["gate_orders"]) == set(run["KINDS"])
+    for name, order in run["gate_orders"].items():
+        assert order == STORED_GATE_ORDER.get(name, "r, z, n"), name
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
