@@ -334,12 +334,13 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict
 def format_report(report: Mapping[str, Any]) -> str:
     lines = [f"peak: {report['peak_flops'] / 1e9:.1f} GFLOP/s, the fastest float32 matrix multiply of: "
              + ", ".join(f"{name} {rate / 1e9:.1f}" for name, rate in report["matmul_flops"].items())]
-    lines.append(f"{'framework':<11} {'configuration':<30} {'call (ms)':>10} {'GFLOP/s':>9} {'of peak':>8}")
+    width = max([30] + [len(name) + 2 for result in report["frameworks"].values() for name in result["configurations"]])
+    lines.append(f"{'framework':<11} {'configuration':<{width}} {'call (ms)':>10} {'GFLOP/s':>9} {'of peak':>8}")
     for framework, result in report["frameworks"].items():
         for name, numbers in result["configurations"].items():
             marker = " *" if name == result["page_configuration"] else ""
             lines.append(
-                f"{framework:<11} {name + marker:<30} {numbers['median_seconds'] * 1e3:>10.1f} "
+                f"{framework:<11} {name + marker:<{width}} {numbers['median_seconds'] * 1e3:>10.1f} "
                 f"{numbers['flops_per_second'] / 1e9:>9.1f} {numbers['fraction_of_peak']:>8.1%}"
             )
     lines.append(f"* the page's configuration; target: within {TARGET_RATIO}× of the framework's fastest")
