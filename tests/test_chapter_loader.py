@@ -1,5 +1,7 @@
 """The chapter loader runs exactly the page's untagged cells plus one framework's."""
 
+import sys
+
 import pytest
 
 from conftest import code_cell, myst_page
@@ -48,3 +50,23 @@ def test_bad_input_is_a_clear_error(write_page, tmp_path):
     magic = write_page("magic.md", myst_page("Magic", code_cell("%timeit 1 + 1")))
     with pytest.raises(ChapterError, match="IPython magics"):
         load_chapter(magic, "jax")
+
+
+def test_classes_defined_on_a_page_behave_as_in_a_kernel(write_page):
+    """A kernel runs cells in ``__main__``, a module in ``sys.modules``; dataclasses need that."""
+    page = write_page("page.md", myst_page(
+        "Classes",
+        code_cell("""
+            import dataclasses
+
+            @dataclasses.dataclass
+            class Point:
+                x: int
+                y: int = 2
+
+            point = Point(1)
+        """),
+    ))
+    namespace = load_chapter(page, "pytorch")
+    assert namespace["point"] == namespace["Point"](1, 2)
+    assert "__chapter__" not in sys.modules, "the page's module is only registered while it runs"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import types
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,6 +22,21 @@ from .frameworks import check_framework
 
 class ChapterError(RuntimeError):
     """A page that cannot be loaded, or a cell of it that failed; names page and line."""
+
+
+@contextlib.contextmanager
+def _registered(module: types.ModuleType) -> Iterator[None]:
+    """Put ``module`` in ``sys.modules`` while the page runs, as a kernel's ``__main__`` is:
+    ``dataclasses``, ``typing`` and ``pickle`` look classes' modules up there."""
+    previous = sys.modules.get(module.__name__)
+    sys.modules[module.__name__] = module
+    try:
+        yield
+    finally:
+        if previous is None:
+            del sys.modules[module.__name__]
+        else:
+            sys.modules[module.__name__] = previous
 
 
 @contextlib.contextmanager
@@ -88,8 +105,10 @@ def load_chapter(path: str | Path, framework: str, until: str | None = None) -> 
     check_framework(framework)
     path = Path(path).resolve()
     notebook = read_page(path)
-    namespace: dict[str, Any] = {"__name__": "__chapter__", "__file__": str(path)}
-    with _working_directory(path.parent):
+    module = types.ModuleType("__chapter__")
+    module.__file__ = str(path)
+    namespace: dict[str, Any] = module.__dict__
+    with _working_directory(path.parent), _registered(module):
         try:
             cells = code_cells_for(notebook, framework, until)
         except ChapterError as error:
