@@ -44,8 +44,20 @@ def fresh_readout_check(page):
 
 
 @pytest.fixture(scope="module")
-def runs():
+def results_dir(tmp_path_factory):
+    """Where the page's Timing section records its results during these tests."""
+    return tmp_path_factory.mktemp("results")
+
+
+@pytest.fixture(scope="module")
+def runs(results_dir):
     """What each framework's run of the page produced (the big arrays left behind)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
+        return _run_page()
+
+
+def _run_page():
     return run_page_offline(PAGE, INSTALLED, (
         "parameter_counts", "equivalence", "initial_weights", "epoch_seconds", "test_accuracy", "EPOCHS",
         "DATA_NOTE", "equivalence_rows", "padding_mistake", "readout_checks", "fast_paths",
@@ -123,6 +135,18 @@ def test_every_framework_trained_and_was_tested(runs, framework):
     assert 0.0 <= run["test_accuracy"][framework] <= 1.0
     assert ("synthetic" in run["DATA_NOTE"]) == run["synthetic"], "results must say what data they rest on"
     assert run["fast_paths"][framework], "each tab names the GRU kernel that ran"
+
+
+def test_each_run_recorded_its_result(runs, results_dir):
+    import json
+
+    records = [json.loads(line) for line in (results_dir / "imdb.jsonl").read_text().splitlines()]
+    assert [record["framework"] for record in records] == list(runs)
+    for record in records:
+        run = runs[record["framework"]]
+        assert record["metrics"]["test_accuracy"] == run["test_accuracy"][record["framework"]]
+        assert record["metrics"]["sequences_per_second"] > 0
+        assert record["config"]["gru_kernel"] == run["fast_paths"][record["framework"]]
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
