@@ -143,3 +143,21 @@ def test_the_command_line_knows_the_imdb_task(capsys):
         main(["--help"])
     assert exit_info.value.code == 0
     assert "imdb" in capsys.readouterr().out
+
+
+def test_compare_configurations_builds_all_then_takes_turns(monkeypatch):
+    calls = []
+
+    def make_training(tag="a"):
+        calls.append(f"build {tag}")
+        return object(), (lambda x, y: calls.append(tag)), (lambda images, labels: (images, labels))
+
+    monkeypatch.setattr("rosetta_utils.backends.pytorch.synchronize", lambda value=None: None)
+    timings = compare_configurations(
+        make_training, {"a": {"tag": "a"}, "b": {"tag": "b"}}, {"tag": "a"}, "pytorch", np.ones(1), np.ones(1),
+        warmup=1, repeats=3,
+    )
+    assert calls == ["build a", "a", "build b", "b"] + ["a", "b"] * 3  # warm-up with the build, then rounds
+    assert all(len(timing.seconds) == 3 for timing in timings.values())
+    with pytest.raises(ValueError, match="repeats >= 1"):
+        compare_configurations(make_training, {"a": {}}, {}, "pytorch", np.ones(1), np.ones(1), repeats=0)

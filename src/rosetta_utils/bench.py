@@ -20,12 +20,14 @@ import gc
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from . import FRAMEWORKS
+from .backends import backend
 from .frameworks import is_installed, selected_frameworks
 from .timing import Timing, measure
 
@@ -129,18 +131,34 @@ def compare_configurations(
     ``make_training(**options)`` is the page's own builder, returning
     ``(model, train_step, to_device)``; ``images`` is whatever the page's
     ``to_device`` takes first (numpy images, or for IMDB the pair of token ids
-    and valid lengths). Prints one line per configuration,
-    marking the page's; returns ``{name: Timing}``.
+    and valid lengths). Every configuration is built and warmed up first;
+    the timed steps then take turns, one step of each configuration per
+    round, so that a change in the machine's load (other processes, clock
+    speed) during the comparison weighs on all of them alike. Prints one line
+    per configuration, marking the page's; returns ``{name: Timing}``.
     """
-    timings = {}
+    if warmup < 0 or repeats < 1:
+        raise ValueError(f"need warmup >= 0 and repeats >= 1, got {warmup} and {repeats}")
+    synchronize = backend(framework).synchronize
+    runs = {}
     for name, options in alternatives.items():
         model, train_step, to_device = make_training(**options)
         x, y = to_device(images, labels)
-        timings[name] = measure(lambda: train_step(x, y), framework, warmup=warmup, repeats=repeats)
+        for _ in range(warmup):
+            synchronize(train_step(x, y))
+        runs[name] = (model, train_step, x, y)
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, (_, train_step, x, y) in runs.items():
+            start = time.perf_counter()
+            synchronize(train_step(x, y))
+            seconds[name].append(time.perf_counter() - start)
+    timings = {name: Timing(tuple(values)) for name, values in seconds.items()}
+    for name, options in alternatives.items():
         marker = " (page)" if dict(options) == dict(page_options) else ""
         print(f"{framework} {name}{marker}: {timings[name]}")
-        del model, train_step
-        gc.collect()
+    del runs
+    gc.collect()
     return timings
 
 
