@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from rosetta_utils.data import IMAGENET_MEAN, IMAGENET_STD, imagenet_preprocess
-from rosetta_utils.memory import PeakMemory, resident_bytes
+from rosetta_utils.memory import PeakMemory
 
 
 def test_preprocess_resizes_crops_and_normalises():
@@ -31,12 +31,24 @@ def test_preprocess_rejects_bad_input():
         imagenet_preprocess(np.zeros((1, 3, 8, 8), dtype=np.float32), resize=100, crop=200)
 
 
+PEAK_OF_A_NEW_BLOCK = """
+import numpy as np
+from rosetta_utils.memory import PeakMemory, resident_bytes
+assert resident_bytes() > 0
+with PeakMemory() as peak:
+    block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched, alive when the block ends
+print(peak.megabytes)
+"""
+
+
 def test_peak_memory_counts_what_the_block_still_holds():
-    assert resident_bytes() > 0
-    with PeakMemory() as peak:
-        block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched, alive when the block ends
-    assert peak.megabytes >= 60
-    del block
+    """In a fresh interpreter: in this one, frameworks loaded by other tests bring allocators
+    that keep freed memory resident and reuse it, so the process need not grow at all."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", PEAK_OF_A_NEW_BLOCK], capture_output=True, text=True, check=True)
+    assert float(run.stdout) >= 60
 
 
 def test_peak_memory_keeps_a_peak_that_was_freed_before_the_end(monkeypatch):
