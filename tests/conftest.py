@@ -1,11 +1,14 @@
 """Shared fixtures: small MyST pages and books written by the tests."""
 
+import hashlib
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from local_http_server import LocalHTTPServer
 
 FRONT_MATTER = """\
 ---
@@ -83,3 +86,21 @@ def run_page_offline(page: Path, frameworks, names, until: str = "Timing", deriv
     finally:
         patch.undo()
     return kept
+
+
+@pytest.fixture
+def server():
+    """A local HTTP server on 127.0.0.1 serving what the test adds to it."""
+    with LocalHTTPServer() as running:
+        yield running
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every path under ``folder`` with the SHA-256 of its bytes (folders: '<dir>'): a cache
+    compared before and after a failure must be unchanged."""
+    if not folder.exists():
+        return {}
+    return {
+        str(path.relative_to(folder)): ("<dir>" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest())
+        for path in sorted(folder.rglob("*"))
+    }

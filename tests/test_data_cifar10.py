@@ -20,7 +20,8 @@ import pytest
 from rosetta_utils import data
 from rosetta_utils.data import DataError, StandInWarning, cifar10
 
-from local_http_server import LocalHTTPServer, unused_port_url
+from conftest import snapshot
+from local_http_server import unused_port_url
 
 RECORD = 3073
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -104,25 +105,10 @@ def make_archive(seed: int = 0, **replace: bytes | None) -> Archive:
     return Archive(tar_gz(members), members, np.concatenate(xs), np.concatenate(ys), test_pixels, test_labels)
 
 
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every path under ``folder`` with a digest of its bytes (folders: '<dir>')."""
-    if not folder.exists():
-        return {}
-    return {
-        str(path.relative_to(folder)): ("<dir>" if path.is_dir() else sha(path.read_bytes()))
-        for path in sorted(folder.rglob("*"))
-    }
-
 
 @pytest.fixture(scope="module")
 def good() -> Archive:
     return make_archive()
-
-
-@pytest.fixture
-def server():
-    with LocalHTTPServer() as running:
-        yield running
 
 
 def test_download_gives_exactly_the_archived_images(server, good, tmp_path):

@@ -23,7 +23,8 @@ import pytest
 from rosetta_utils import data
 from rosetta_utils.data import DataError, StandInWarning, imdb, pre_padded
 
-from local_http_server import LocalHTTPServer, unused_port_url
+from conftest import snapshot
+from local_http_server import unused_port_url
 
 NUM_WORDS, MAXLEN = 30_000, 150
 # Lengths around every boundary: empty, 1, maxlen - 1 (+ start = maxlen), maxlen, long.
@@ -125,24 +126,10 @@ def keras_orders(n_train, n_test):
     return train, test
 
 
-def snapshot(folder: Path) -> dict[str, str]:
-    if not folder.exists():
-        return {}
-    return {
-        str(path.relative_to(folder)): ("<dir>" if path.is_dir() else sha(path.read_bytes()))
-        for path in sorted(folder.rglob("*"))
-    }
-
 
 @pytest.fixture(scope="module")
 def good() -> Files:
     return make_files()
-
-
-@pytest.fixture
-def server():
-    with LocalHTTPServer() as running:
-        yield running
 
 
 def serve(server, files: Files, npz_path="/imdb.npz", index_path="/imdb_word_index.json"):

@@ -106,8 +106,21 @@ class _NetworkUnavailable(Exception):
     """No connection could be made (refused, DNS failure, connect timeout) and no response arrived."""
 
 
+class _Sourced:
+    """A data set that prints as its ``source`` line (what it is, or why it is a stand-in)."""
+
+    source: str
+
+    def describe(self) -> str:
+        """The line to print on a page (``source``)."""
+        return self.source
+
+    def __str__(self) -> str:
+        return self.source
+
+
 @dataclass(frozen=True, eq=False)
-class ImageDataset:
+class ImageDataset(_Sourced):
     """Images as NCHW ``float32`` in [0, 1] with ``int64`` labels, and where they come from."""
 
     x_train: np.ndarray = field(repr=False)
@@ -119,13 +132,6 @@ class ImageDataset:
     synthetic: bool
     #: One line for a reader: the archive and its checksum, or why this is a stand-in.
     source: str
-
-    def describe(self) -> str:
-        """The line to print on a page (``source``)."""
-        return self.source
-
-    def __str__(self) -> str:
-        return self.source
 
     def __repr__(self) -> str:
         return (
@@ -539,7 +545,7 @@ _IMDB_UNUSED = "<UNUSED>"
 
 
 @dataclass(frozen=True, eq=False)
-class TextDataset:
+class TextDataset(_Sourced):
     """Reviews as right-padded token ids with their lengths and ``int64`` labels, and where they come from.
 
     ``x_train[i, :len_train[i]]`` is review ``i`` (its last ``maxlen``
@@ -573,13 +579,6 @@ class TextDataset:
         if bad.size:
             raise ValueError(f"token id {bad[0]} is outside the vocabulary 0..{len(self.words) - 1}")
         return " ".join(self.words[i] for i in tokens.tolist() if i != IMDB_PAD)
-
-    def describe(self) -> str:
-        """The line to print on a page (``source``)."""
-        return self.source
-
-    def __str__(self) -> str:
-        return self.source
 
     def __repr__(self) -> str:
         return (
