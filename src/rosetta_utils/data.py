@@ -50,8 +50,13 @@ from typing import Callable, Iterable, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
-import pooch
 import requests
+
+with warnings.catch_warnings():
+    # pooch imports tqdm.auto, which in a notebook kernel without ipywidgets warns that
+    # it cannot draw widget bars; downloads draw a bar only on a terminal (see _fetch).
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    import pooch
 
 __all__ = [
     "CIFAR10_CLASSES",
