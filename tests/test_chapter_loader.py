@@ -12,7 +12,7 @@ PAGE = myst_page(
     code_cell("steps = ['shared']"),
     code_cell("steps.append('pytorch'); x = 1", "pytorch"),
     code_cell("steps.append('jax'); x = 2", "jax"),
-    code_cell("steps.append('after'); doubled = 2 * x"),
+    code_cell("steps.append('after')"),
 )
 
 
@@ -20,7 +20,7 @@ def test_untagged_cells_and_one_frameworks_cells_run_in_order(write_page):
     path = write_page("demo.md", PAGE)
     namespace = load_chapter(path, "jax")
     assert namespace["steps"] == ["shared", "jax", "after"]
-    assert namespace["doubled"] == 4
+    assert namespace["x"] == 2, "the framework's own names are returned"
     assert load_chapter(path, "pytorch")["steps"] == ["shared", "pytorch", "after"]
 
 
@@ -70,3 +70,24 @@ def test_classes_defined_on_a_page_behave_as_in_a_kernel(write_page):
     namespace = load_chapter(page, "pytorch")
     assert namespace["point"] == namespace["Point"](1, 2)
     assert "__chapter__" not in sys.modules, "the page's module is only registered while it runs"
+
+
+def test_untagged_cells_see_only_shared_names_as_in_the_book(write_page):
+    """The kernel keeps each tab's names private (rosetta_utils.tab_namespaces); so does the loader."""
+    reads_a_tab_name = write_page("leak.md", myst_page(
+        "Leak",
+        code_cell("model = 'pytorch model'", "pytorch"),
+        code_cell("summary = model.upper()"),
+    ))
+    with pytest.raises(ChapterError, match=r"leak.md:\d+: .*NameError: name 'model' is not defined"):
+        load_chapter(reads_a_tab_name, "pytorch")
+
+    shared_results = write_page("shared.md", myst_page(
+        "Shared",
+        code_cell("results, size = {}, 'shared'"),
+        code_cell("size = 'pytorch size'; results['pytorch'] = size", "pytorch"),
+        code_cell("seen = (size, dict(results))"),
+    ))
+    namespace = load_chapter(shared_results, "pytorch")
+    assert namespace["seen"] == ("shared", {"pytorch": "pytorch size"}), "a tab's rebinding stays in the tab"
+    assert namespace["size"] == "pytorch size", "the returned namespace lays the tab's names over"

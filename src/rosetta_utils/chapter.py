@@ -5,6 +5,12 @@ own reader (the one the book build uses), executes its untagged code cells and
 the cells tagged with ``framework``, in page order, in a fresh namespace, and
 returns that namespace. Tests call the page's functions through it, so the
 code they check is the code readers see; nothing is copied into the package.
+
+Names bound in the framework's cells stay private to them, as in the book's
+kernel (:mod:`rosetta_utils.tab_namespaces`): an untagged cell sees only the
+shared names, so a page that passes here cannot fail in the build because
+an untagged cell reads a tab's variable. The returned namespace has the
+framework's names laid over the shared ones.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any, Iterator
 
 from . import FRAMEWORKS
 from .frameworks import check_framework
+from .tab_namespaces import FrameworkNamespaces, source_digest
 
 
 class ChapterError(RuntimeError):
@@ -69,9 +76,9 @@ def _headings(cell: Any) -> list[str]:
     return [line.lstrip("#").strip() for line in cell.source.splitlines() if line.startswith("#")]
 
 
-def code_cells_for(notebook: Any, framework: str, until: str | None = None) -> list[tuple[int, str]]:
-    """``(line, source)`` of the code cells a framework runs: untagged plus its own,
-    up to (not including) the section whose heading is ``until``."""
+def code_cells_for(notebook: Any, framework: str, until: str | None = None) -> list[tuple[int, str, bool]]:
+    """``(line, source, tagged)`` of the code cells a framework runs: untagged plus its own
+    (``tagged``), up to (not including) the section whose heading is ``until``."""
     check_framework(framework)
     source_map = notebook.metadata.get("source_map", [])
     chosen = []
@@ -86,7 +93,7 @@ def code_cells_for(notebook: Any, framework: str, until: str | None = None) -> l
         if tagged and framework not in tagged:
             continue
         line = source_map[index] + 1 if index < len(source_map) else 0
-        chosen.append((line, cell.source))
+        chosen.append((line, cell.source, bool(tagged)))
     if not found_until:
         raise ChapterError(f"the page has no section headed {until!r}")
     return chosen
@@ -113,12 +120,15 @@ def load_chapter(path: str | Path, framework: str, until: str | None = None) -> 
             cells = code_cells_for(notebook, framework, until)
         except ChapterError as error:
             raise ChapterError(f"{path}: {error}") from None
-        for line, source in cells:
+        layers = FrameworkNamespaces(namespace, [(framework if tagged else None, source_digest(source))
+                                                 for _, source, tagged in cells])
+        for line, source, _ in cells:
             if any(text.lstrip().startswith(("%", "!")) for text in source.splitlines()):
                 raise ChapterError(
                     f"{path}:{line}: IPython magics and shell escapes cannot run in the "
                     "chapter loader; write the cell in plain Python"
                 )
+            layers.enter(source)
             try:
                 code = compile(source, f"{path}:{line}", "exec")
                 exec(code, namespace)  # noqa: S102 - running the page's own code is the point
@@ -127,4 +137,7 @@ def load_chapter(path: str | Path, framework: str, until: str | None = None) -> 
                     f"{path}:{line}: the {framework} run failed in this cell: "
                     f"{type(error).__name__}: {error}"
                 ) from error
+            finally:
+                layers.leave()
+    namespace.update(layers.private.get(framework, {}))
     return namespace
