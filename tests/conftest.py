@@ -104,3 +104,14 @@ def snapshot(folder: Path) -> dict[str, str]:
         str(path.relative_to(folder)): ("<dir>" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest())
         for path in sorted(folder.rglob("*"))
     }
+
+
+@pytest.fixture
+def download_environment(monkeypatch):
+    """Downloads as on a reader's machine: online, the default cache, no proxy between the
+    test and its server on 127.0.0.1."""
+    for name in ("ROSETTA_OFFLINE", "ROSETTA_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")

@@ -30,13 +30,7 @@ TRAIN_COUNTS = [3, 2, 4, 1, 2]
 TEST_COUNT = 3
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch):
-    for name in ("ROSETTA_OFFLINE", "ROSETTA_DATA_DIR"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+pytestmark = pytest.mark.usefixtures("download_environment")
 
 
 def records(labels, rng) -> tuple[bytes, np.ndarray]:

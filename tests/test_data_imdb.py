@@ -33,13 +33,7 @@ TEST_LENGTHS = [3, 149, 150, 0, 220, 64, 1, 151, 149, 10, 33]
 FIRST_WORDS = ["the", "and", "a", "of", "to", "is", "br", "in", "it", "i"]
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch):
-    for name in ("ROSETTA_OFFLINE", "ROSETTA_DATA_DIR"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+pytestmark = pytest.mark.usefixtures("download_environment")
 
 
 def sha(payload: bytes) -> str:
