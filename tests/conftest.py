@@ -115,3 +115,13 @@ def download_environment(monkeypatch):
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def equivalence_table_rows(runs: dict) -> list:
+    """The rows of a page's equivalence table, made by the page's own ``equivalence_rows``
+    (PyTorch's run) from what every framework's run recorded; one row per framework, in order."""
+    equivalence = {fw: runs[fw]["equivalence"][fw] for fw in runs}
+    counts = {fw: runs[fw]["parameter_counts"][fw] for fw in runs}
+    rows = runs["pytorch"]["equivalence_rows"](equivalence, counts)
+    assert [row[0] for row in rows] == list(runs)
+    return rows

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_page_offline
+from conftest import equivalence_table_rows, run_page_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.transplant import max_abs_difference
@@ -51,10 +51,7 @@ def test_transplanted_weights_give_pytorchs_logits_and_step(runs, framework):
 def test_the_pages_table_reports_the_same_differences(runs):
     if "pytorch" not in runs:
         pytest.skip("PyTorch is the yardstick")
-    equivalence = {fw: runs[fw]["equivalence"][fw] for fw in runs}
-    counts = {fw: runs[fw]["parameter_counts"][fw] for fw in runs}
-    rows = runs["pytorch"]["equivalence_rows"](equivalence, counts)
-    assert [row[0] for row in rows] == list(runs)
+    rows = equivalence_table_rows(runs)
     for framework, parameters, logits_diff, weights_diff, update_diff in rows:
         assert parameters == 3_441_592 and logits_diff <= 1e-4 and weights_diff <= 1e-4 and update_diff <= 1e-3
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_page_offline
+from conftest import equivalence_table_rows, run_page_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.transplant import max_abs_difference
@@ -116,10 +116,7 @@ def test_keras_adam_squares_a_repeated_tokens_gradient_slices_apart(runs):
 def test_the_pages_table_reports_the_same_differences(runs):
     if "pytorch" not in runs:
         pytest.skip("PyTorch is the yardstick")
-    equivalence = {fw: runs[fw]["equivalence"][fw] for fw in runs}
-    counts = {fw: runs[fw]["parameter_counts"][fw] for fw in runs}
-    rows = runs["pytorch"]["equivalence_rows"](equivalence, counts)
-    assert [row[0] for row in rows] == list(runs)
+    rows = equivalence_table_rows(runs)
     for framework, parameters, logits_diff, gradient_diff, epsilon_form, adam_diff, adam_own in rows:
         assert parameters == PARAMETERS and logits_diff <= TOLERANCE and gradient_diff <= TOLERANCE
         assert adam_own <= TOLERANCE, framework
