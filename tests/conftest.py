@@ -125,3 +125,11 @@ def equivalence_table_rows(runs: dict) -> list:
     rows = runs["pytorch"]["equivalence_rows"](equivalence, counts)
     assert [row[0] for row in rows] == list(runs)
     return rows
+
+
+def assert_trained_and_tested(run: dict, framework: str) -> None:
+    """A task page's run trained every epoch, tested, and said what data its results rest on."""
+    assert len(run["epoch_seconds"][framework]) == run["EPOCHS"]
+    assert all(seconds > 0 for seconds in run["epoch_seconds"][framework])
+    assert 0.0 <= run["test_accuracy"][framework] <= 1.0
+    assert ("synthetic" in run["DATA_NOTE"]) == run["synthetic"], "results must say what data they rest on"
