@@ -276,21 +276,14 @@ def _time_page_configurations(task: str, namespace: dict[str, Any], framework: s
     (CIFAR-10, IMDB), or feature extraction of one batch (ResNet-50), where the
     page's configuration is also timed at half and double its batch size.
     """
-    if task == "imdb":  # the step's input is the pair (token ids, valid lengths)
+    if task in TRAINING_TASKS:
         batch = namespace["epoch_batches"](1)[0]
         data = namespace["data"]
-        reviews, labels = (data.x_train[batch], data.len_train[batch]), data.y_train[batch]
+        # IMDB's step takes the pair (token ids, valid lengths); CIFAR-10's the images.
+        inputs = (data.x_train[batch], data.len_train[batch]) if task == "imdb" else data.x_train[batch]
         timings = compare_configurations(
             namespace["make_training"], namespace["ALTERNATIVES"], namespace["PAGE_OPTIONS"],
-            framework, reviews, labels, warmup=3, repeats=repeats,
-        )
-        return {name: (timing, len(batch)) for name, timing in timings.items()}
-    if task == "cifar10":
-        batch = namespace["epoch_batches"](1)[0]
-        images, labels = namespace["data"].x_train[batch], namespace["data"].y_train[batch]
-        timings = compare_configurations(
-            namespace["make_training"], namespace["ALTERNATIVES"], namespace["PAGE_OPTIONS"],
-            framework, images, labels, warmup=3, repeats=repeats,
+            framework, inputs, data.y_train[batch], warmup=3, repeats=repeats,
         )
         return {name: (timing, len(batch)) for name, timing in timings.items()}
     batch = namespace["BATCH"]
