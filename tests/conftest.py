@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 
 from local_http_server import LocalHTTPServer
+from rosetta_utils.frameworks import _use_stdlib_distutils
+
+# Some tests load several frameworks' parts in this one process. Chainer 7 needs the
+# standard library's distutils, which a part of MXNet would otherwise have replaced
+# by setuptools' copy for the rest of the process; choose it before anything loads.
+_use_stdlib_distutils()
 
 FRONT_MATTER = """\
 ---
@@ -49,7 +55,7 @@ def build_sphinx(source: Path, pages: dict[str, str], execution: str = "off", en
         "extensions = ['myst_nb', 'rosetta_utils.tabs']\n"
         f"nb_execution_mode = {execution!r}\n"
         "nb_execution_raise_on_error = True\n"
-        "exclude_patterns = ['_build']\n"
+        "exclude_patterns = ['_build', 'jupyter_execute', '.jupyter_cache']\n"
     )
     toctree = "\n".join(pages)
     (source / "index.md").write_text(f"# Index\n\n```{{toctree}}\n{toctree}\n```\n")
@@ -64,28 +70,13 @@ def build_sphinx(source: Path, pages: dict[str, str], execution: str = "off", en
     )
 
 
-def run_page_offline(page: Path, frameworks, names, until: str = "Timing", derive=None) -> dict:
-    """Run a chapter page for each framework through the chapter loader, in the smoke
-    profile, offline and with official weights off; keep only ``names`` (those the
-    framework's run defines) from each namespace, so the large arrays are freed, plus
-    what ``derive(namespace)`` returns."""
-    from rosetta_utils.chapter import load_chapter
-
-    patch = pytest.MonkeyPatch()
-    patch.setenv("ROSETTA_PROFILE", "smoke")
-    patch.setenv("ROSETTA_OFFLINE", "1")
-    patch.setenv("ROSETTA_BOOK_BUILD", "1")
-    patch.delenv("ROSETTA_PRETRAINED", raising=False)
-    kept = {}
-    try:
-        for framework in frameworks:
-            namespace = load_chapter(page, framework, until=until)
-            kept[framework] = {name: namespace[name] for name in names if name in namespace}
-            kept[framework].update(derive(namespace) if derive else {})
-            del namespace
-    finally:
-        patch.undo()
-    return kept
+@pytest.fixture
+def offline_smoke(monkeypatch):
+    """A page's run as `make test` does it: smoke profile, offline, no official weights."""
+    monkeypatch.setenv("ROSETTA_PROFILE", "smoke")
+    monkeypatch.setenv("ROSETTA_OFFLINE", "1")
+    monkeypatch.setenv("ROSETTA_BOOK_BUILD", "1")
+    monkeypatch.delenv("ROSETTA_PRETRAINED", raising=False)
 
 
 @pytest.fixture
@@ -115,21 +106,3 @@ def download_environment(monkeypatch):
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-
-
-def equivalence_table_rows(runs: dict) -> list:
-    """The rows of a page's equivalence table, made by the page's own ``equivalence_rows``
-    (PyTorch's run) from what every framework's run recorded; one row per framework, in order."""
-    equivalence = {fw: runs[fw]["equivalence"][fw] for fw in runs}
-    counts = {fw: runs[fw]["parameter_counts"][fw] for fw in runs}
-    rows = runs["pytorch"]["equivalence_rows"](equivalence, counts)
-    assert [row[0] for row in rows] == list(runs)
-    return rows
-
-
-def assert_trained_and_tested(run: dict, framework: str) -> None:
-    """A task page's run trained every epoch, tested, and said what data its results rest on."""
-    assert len(run["epoch_seconds"][framework]) == run["EPOCHS"]
-    assert all(seconds > 0 for seconds in run["epoch_seconds"][framework])
-    assert 0.0 <= run["test_accuracy"][framework] <= 1.0
-    assert ("synthetic" in run["DATA_NOTE"]) == run["synthetic"], "results must say what data they rest on"

@@ -1,11 +1,15 @@
-"""The chapter loader runs exactly the page's untagged cells plus one framework's."""
+"""The chapter loader runs a page's framework part (shared cells plus one framework's),
+and its comparisons on what the parts left, as the book build does."""
 
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import code_cell, myst_page
-from rosetta_utils.chapter import ChapterError, load_chapter
+from rosetta_utils.chapter import (ChapterError, load_chapter, load_comparisons, run_framework_part,
+                                   tab_results_of)
+from rosetta_utils.tab_results import TabResultError
 
 PAGE = myst_page(
     "Demo",
@@ -13,14 +17,15 @@ PAGE = myst_page(
     code_cell("steps.append('pytorch'); x = 1", "pytorch"),
     code_cell("steps.append('jax'); x = 2", "jax"),
     code_cell("steps.append('after')"),
+    code_cell("compared = sorted(load_tab_results())", "comparison"),
 )
 
 
-def test_untagged_cells_and_one_frameworks_cells_run_in_order(write_page):
+def test_shared_cells_and_one_frameworks_cells_run_in_order(write_page):
     path = write_page("demo.md", PAGE)
     namespace = load_chapter(path, "jax")
-    assert namespace["steps"] == ["shared", "jax", "after"]
-    assert namespace["x"] == 2, "the framework's own names are returned"
+    assert namespace["steps"] == ["shared", "jax", "after"], "no other tab, no comparison"
+    assert namespace["x"] == 2
     assert load_chapter(path, "pytorch")["steps"] == ["shared", "pytorch", "after"]
 
 
@@ -34,11 +39,19 @@ def test_cells_run_in_the_pages_folder(write_page, tmp_path):
     assert load_chapter(path, "mxnet")["here"] == str(tmp_path)
 
 
+def test_until_stops_before_a_section(write_page):
+    text = myst_page("Parts", "## Model\n", code_cell("a = 1"), "## Training\n", code_cell("b = 2"))
+    namespace = load_chapter(write_page("parts.md", text), "jax", until="Training")
+    assert namespace["a"] == 1 and "b" not in namespace
+    with pytest.raises(ChapterError, match="no section headed 'Lessons'"):
+        load_chapter(write_page("parts.md", text), "jax", until="Lessons")
+
+
 def test_a_failing_cell_names_page_and_line(write_page):
     text = myst_page("Broken", code_cell("a = 1"), code_cell("b = 1 / 0", "tensorflow"))
     path = write_page("broken.md", text)
-    line = text.splitlines().index("b = 1 / 0") + 1 - 1  # the cell's fence line
-    with pytest.raises(ChapterError, match=rf"broken.md:{line}: the tensorflow run failed.*ZeroDivisionError"):
+    line = text.splitlines().index("b = 1 / 0")  # the cell's fence line, 1-based
+    with pytest.raises(ChapterError, match=rf"broken.md:{line}: the tensorflow part failed.*ZeroDivisionError"):
         load_chapter(path, "tensorflow")
 
 
@@ -50,6 +63,9 @@ def test_bad_input_is_a_clear_error(write_page, tmp_path):
     magic = write_page("magic.md", myst_page("Magic", code_cell("%timeit 1 + 1")))
     with pytest.raises(ChapterError, match="IPython magics"):
         load_chapter(magic, "jax")
+    two = write_page("two.md", myst_page("Two", code_cell("a = 1", "jax"), front_matter_extra="frameworks: [jax]\n"))
+    with pytest.raises(ChapterError, match="does not declare 'pytorch'"):
+        load_chapter(two, "pytorch")
 
 
 def test_classes_defined_on_a_page_behave_as_in_a_kernel(write_page):
@@ -72,22 +88,44 @@ def test_classes_defined_on_a_page_behave_as_in_a_kernel(write_page):
     assert "__chapter__" not in sys.modules, "the page's module is only registered while it runs"
 
 
-def test_untagged_cells_see_only_shared_names_as_in_the_book(write_page):
-    """The kernel keeps each tab's names private (rosetta_utils.tab_namespaces); so does the loader."""
-    reads_a_tab_name = write_page("leak.md", myst_page(
-        "Leak",
-        code_cell("model = 'pytorch model'", "pytorch"),
-        code_cell("summary = model.upper()"),
-    ))
-    with pytest.raises(ChapterError, match=r"leak.md:\d+: .*NameError: name 'model' is not defined"):
-        load_chapter(reads_a_tab_name, "pytorch")
+def test_comparisons_read_what_each_part_left(write_page):
+    text = myst_page(
+        "Compare",
+        code_cell("import numpy as np\nfrom rosetta_utils.tab_results import load_tab_results\nscale = 10"),
+        code_cell("value = np.arange(3) * scale", "pytorch"),
+        code_cell("value = np.arange(3) * scale + 1", "jax"),
+        code_cell("runs = load_tab_results()\ngaps = {fw: float(np.max(run.value)) for fw, run in runs.items()}",
+                  "comparison"),
+        front_matter_extra="frameworks: [pytorch, jax]\ntab_results: [value]\n",
+    )
+    path = write_page("compare.md", text)
+    results = {fw: tab_results_of(path, fw, load_chapter(path, fw)) for fw in ("jax", "pytorch")}
+    comparison = load_comparisons(path, results)
+    assert list(comparison["runs"]) == ["pytorch", "jax"], "in the book's tab order"
+    assert comparison["gaps"] == {"pytorch": 20.0, "jax": 21.0}
+    assert "value" not in comparison, "comparison cells see the parts only through load_tab_results"
 
-    shared_results = write_page("shared.md", myst_page(
-        "Shared",
-        code_cell("results, size = {}, 'shared'"),
-        code_cell("size = 'pytorch size'; results['pytorch'] = size", "pytorch"),
-        code_cell("seen = (size, dict(results))"),
-    ))
-    namespace = load_chapter(shared_results, "pytorch")
-    assert namespace["seen"] == ("shared", {"pytorch": "pytorch size"}), "a tab's rebinding stays in the tab"
-    assert namespace["size"] == "pytorch size", "the returned namespace lays the tab's names over"
+
+def test_a_part_must_leave_what_the_front_matter_lists(write_page):
+    text = myst_page("Missing", code_cell("y = 1", "pytorch"), front_matter_extra="tab_results: [x]\n")
+    path = write_page("missing.md", text)
+    with pytest.raises(TabResultError, match=r"the pytorch part never defines 'x'.*tab_results"):
+        tab_results_of(path, "pytorch", load_chapter(path, "pytorch"))
+
+
+def test_tab_results_must_be_plain_data(write_page):
+    text = myst_page("Unplain", code_cell("import fractions\nx = {'a': fractions.Fraction(1, 3)}", "pytorch"),
+                     front_matter_extra="tab_results: [x]\n")
+    path = write_page("unplain.md", text)
+    with pytest.raises(TabResultError, match=r"pytorch part's 'x'\['a'\] is a fractions.Fraction, not plain data"):
+        tab_results_of(path, "pytorch", load_chapter(path, "pytorch"))
+
+
+def test_a_part_runs_in_its_own_process_where_other_frameworks_do_not_import(write_page):
+    good = myst_page("Own", code_cell("import numpy as np\nx = np.ones(2)", "jax"),
+                     front_matter_extra="tab_results: [x]\n")
+    results = run_framework_part(write_page("own.md", good), "jax")
+    assert np.array_equal(results["x"], np.ones(2)) and "environment" in results
+    leaning = myst_page("Lean", code_cell("import torch", "jax"))
+    with pytest.raises(ChapterError, match=r"import of 'torch' refused: this process runs the jax part"):
+        run_framework_part(write_page("lean.md", leaning), "jax")

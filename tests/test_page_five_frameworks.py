@@ -2,28 +2,43 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_chapter
+from rosetta_utils.chapter import load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "five_frameworks_one_computation.md"
+INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 
 
-@pytest.mark.parametrize("framework", [name for name in FRAMEWORKS if is_installed(name)])
-def test_dense_layer_matches_the_float64_reference(framework):
-    page = load_chapter(PAGE, framework)
-    assert set(page["outputs"]) == {framework}, "only this framework's tab may have run"
-    differences = page["differences"][framework]
+@pytest.fixture(scope="module")
+def comparison():
+    """The page's comparison cells, run on what each framework's part computed."""
+    return load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_dense_layer_matches_the_float64_reference(comparison, framework):
+    differences = comparison["differences"][framework]
     assert set(differences) == {"product", "y", "grad_weight", "grad_bias", "grad_input"}
     for quantity, difference in differences.items():
         assert difference <= 1e-4, f"{framework} {quantity} differs by {difference}"
-    assert page["timings"][framework].median > 0
+    assert comparison["verdict"](differences).startswith("agrees")
+    assert comparison["runs"][framework].seconds > 0
 
 
-def test_the_reference_catches_a_wrong_gradient():
-    """The comparison is not vacuous: a transposed weight gradient is far off."""
-    page = load_chapter(PAGE, "pytorch")
-    wrong = dict(page["outputs"]["pytorch"], grad_input=page["outputs"]["pytorch"]["grad_input"][::-1])
-    assert page["max_differences"](wrong)["grad_input"] > 1e-2
+def test_the_verdict_fails_a_wrong_gradient(comparison):
+    """The check is not vacuous: a reversed input gradient is far off, and the verdict says so."""
+    computed = dict(comparison["runs"][INSTALLED[0]].computed)
+    computed["grad_input"] = computed["grad_input"][::-1]
+    differences = comparison["max_differences"](computed)
+    assert differences["grad_input"] > 1e-2
+    assert comparison["verdict"](differences).startswith("DISAGREES: grad_input")
+
+
+def test_each_part_reports_where_it_ran(comparison):
+    for framework, run in comparison["runs"].items():
+        assert run.environment["device"] in ("cpu",) or run.environment["device"].startswith(("cuda", "gpu"))
+        assert np.isfinite(run.seconds)

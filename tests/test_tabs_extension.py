@@ -1,20 +1,24 @@
-"""The Sphinx extension: tab sets, their checks, partial builds, and kept-apart names."""
+"""The Sphinx extension in real builds: tab sets and their checks, part-by-part execution,
+comparisons, downloads, partial builds, and pages that break the conventions."""
 
 import json
 
+import nbformat
 from bs4 import BeautifulSoup
 
 from conftest import build_sphinx, code_cell, myst_page
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.tab_namespaces import FrameworkNamespaces, source_digest
 from rosetta_utils.tabs import skip_unselected_cells
 
 ALL_FIVE = [code_cell(f"print('{name}')", name) for name in reversed(FRAMEWORKS)]
 
 
+def soup(path):
+    return BeautifulSoup(path.read_text(), "html.parser")
+
+
 def tab_sets(html_path):
-    soup = BeautifulSoup(html_path.read_text(), "html.parser")
-    return soup.select("div.sd-tab-set.rosetta-framework-tabs")
+    return soup(html_path).select("div.sd-tab-set.rosetta-framework-tabs")
 
 
 def test_tagged_cells_become_one_synced_tab_set_in_book_order(tmp_path):
@@ -46,10 +50,13 @@ def test_a_page_may_declare_fewer_frameworks(tmp_path):
     assert [label["data-sync-id"] for label in tab_set.select("label")] == ["pytorch", "jax"]
 
 
-def test_a_cell_tagged_with_two_frameworks_is_refused(tmp_path):
-    page = myst_page("Double", code_cell("print(1)", "pytorch, jax"))
-    done = build_sphinx(tmp_path / "src", {"double": page}, env={})
+def test_cells_tagged_against_the_conventions_are_refused(tmp_path):
+    double = myst_page("Double", code_cell("print(1)", "pytorch, jax"))
+    done = build_sphinx(tmp_path / "a", {"double": double}, execution="cache")
     assert done.returncode != 0 and "several frameworks (pytorch, jax)" in done.stderr
+    both = myst_page("Both", code_cell("print(1)", "pytorch, comparison"))
+    done = build_sphinx(tmp_path / "b", {"both": both}, execution="cache")
+    assert done.returncode != 0 and "a comparison belongs to no framework" in done.stderr
 
 
 def test_partial_builds_skip_the_other_frameworks_cells():
@@ -60,61 +67,78 @@ def test_partial_builds_skip_the_other_frameworks_cells():
     assert skip_unselected_cells(text, FRAMEWORKS) == text
 
 
-def test_each_framework_keeps_its_own_names_in_one_kernel(tmp_path):
-    """Executed for real: same names in two tabs, and a shared dict both fill."""
-    cells = [
-        code_cell("results = {}; x = 'shared'"),
-        code_cell("x = 'torch-x'\ndef show(): return x", "pytorch"),
-        code_cell("x = 'jax-x'\ndef show(): return x", "jax"),
-        code_cell("results['pytorch'] = (x, show())", "pytorch"),
-        code_cell("results['jax'] = (x, show())", "jax"),
-        code_cell("import json; print(json.dumps({'results': results, 'x': x}))"),
-    ]
-    page = myst_page("Names", *cells, front_matter_extra="frameworks: [pytorch, jax]\n")
-    done = build_sphinx(tmp_path / "src", {"names": page}, execution="force")
+COMPARED = myst_page(
+    "Names",
+    code_cell("shared = 'shared'\nprint('shared cell ran')"),
+    code_cell("x = 'torch-x'\ndef show(): return x", "pytorch"),
+    code_cell("x = 'jax-x'\ndef show(): return x", "jax"),
+    code_cell("value = (x, show(), shared)\nprint(value)", "pytorch"),
+    code_cell("value = (x, show(), shared)\nprint(value)", "jax"),
+    "+++ {\"tags\": [\"comparison\"]}\n\nOnly the page shows this sentence.\n",
+    code_cell("import json\nfrom rosetta_utils.tab_results import load_tab_results\n"
+              "print(json.dumps({fw: run.value for fw, run in load_tab_results().items()}))", "comparison"),
+    front_matter_extra="frameworks: [pytorch, jax]\ntab_results: [value]\n",
+)
+
+
+def test_each_part_runs_alone_and_the_comparisons_read_what_they_left(tmp_path):
+    """Executed for real: the same names in two tabs, each part in its own kernel."""
+    done = build_sphinx(tmp_path / "src", {"names": COMPARED}, execution="cache")
     assert done.returncode == 0, done.stderr
-    html = (tmp_path / "src" / "_build" / "names.html").read_text()
-    soup = BeautifulSoup(html, "html.parser")
-    printed = soup.select("div.cell_output")[-1].get_text().strip()
-    assert json.loads(printed) == {
-        "results": {"pytorch": ["torch-x", "torch-x"], "jax": ["jax-x", "jax-x"]},
-        "x": "shared",
-    }
+    page = soup(tmp_path / "src" / "_build" / "names.html")
+    printed = page.select("div.cell_output")[-1].get_text().strip()
+    assert json.loads(printed) == {"pytorch": ["torch-x", "torch-x", "shared"], "jax": ["jax-x", "jax-x", "shared"]}
+    assert "shared cell ran" in page.select("div.cell_output")[0].get_text()
+
+
+def test_every_part_is_a_download_in_the_site_with_a_synced_link(tmp_path):
+    done = build_sphinx(tmp_path / "src", {"names": COMPARED}, execution="off")
+    assert done.returncode == 0, done.stderr
+    built = tmp_path / "src" / "_build"
+    (downloads,) = soup(built / "names.html").select("div.sd-tab-set.rosetta-downloads")
+    assert [label["data-sync-id"] for label in downloads.select("label")] == ["pytorch", "jax"]
+    links = [a["href"] for a in downloads.select("a.rosetta-download")]
+    assert links == ["downloads/names-pytorch.ipynb", "downloads/names-pytorch.py",
+                     "downloads/names-jax.ipynb", "downloads/names-jax.py"]
+    notebook = nbformat.read(built / "downloads" / "names-jax.ipynb", as_version=4)
+    code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+    assert code == ["shared = 'shared'\nprint('shared cell ran')", "x = 'jax-x'\ndef show(): return x",
+                    "value = (x, show(), shared)\nprint(value)"]
+    assert not any("Only the page shows" in cell.source for cell in notebook.cells)
+    script = (built / "downloads" / "names-jax.py").read_text()
+    assert "x = 'jax-x'" in script and "torch-x" not in script and "load_tab_results" not in script
+
+
+def test_a_part_that_reads_another_tabs_name_fails_the_build_naming_it(tmp_path):
+    page = myst_page(
+        "Leak",
+        code_cell("model = 'pytorch model'", "pytorch"),
+        code_cell("model = 'jax model'", "jax"),
+        code_cell("print(model)", "pytorch"),
+        code_cell("print(model, size)", "jax"),
+        front_matter_extra="frameworks: [pytorch, jax]\n",
+    )
+    done = build_sphinx(tmp_path / "src", {"leak": page}, execution="cache")
+    assert done.returncode != 0
+    line = page.splitlines().index("print(model, size)")
+    assert f"leak.md:{line}: the jax part reads 'size'" in done.stderr
+
+
+def test_a_failing_cell_stops_the_build_naming_page_line_and_part(tmp_path):
+    page = myst_page("Fails", code_cell("x = 1", "pytorch"), code_cell("y = 1 / 0", "jax"),
+                     front_matter_extra="frameworks: [pytorch, jax]\n")
+    done = build_sphinx(tmp_path / "src", {"fails": page}, execution="cache")
+    assert done.returncode != 0
+    line = page.splitlines().index("y = 1 / 0")
+    assert f"fails.md:{line}: the JAX (Flax) part failed: ZeroDivisionError" in done.stderr
 
 
 def test_a_partial_build_notes_the_frameworks_it_left_out(tmp_path):
     cells = [code_cell("print('torch ran')", "pytorch"), code_cell("print('jax ran')", "jax")]
     page = myst_page("Partial", *cells, front_matter_extra="frameworks: [pytorch, jax]\n")
-    done = build_sphinx(tmp_path / "src", {"partial": page}, execution="force", env={"ROSETTA_FRAMEWORKS": "jax"})
+    done = build_sphinx(tmp_path / "src", {"partial": page}, execution="cache", env={"ROSETTA_FRAMEWORKS": "jax"})
     assert done.returncode == 0, done.stderr
     (tab_set,) = tab_sets(tmp_path / "src" / "_build" / "partial.html")
     torch_tab, jax_tab = tab_set.select("div.sd-tab-content")
-    assert "not executed in this build" in torch_tab.get_text() and "torch ran" not in torch_tab.get_text().replace("print('torch ran')", "")
+    assert "not executed in this build" in torch_tab.get_text() and not torch_tab.select("div.cell_output")
     assert "jax ran" in jax_tab.select_one("div.cell_output").get_text()
-
-
-def test_namespaces_refuse_a_cell_out_of_order():
-    layers = FrameworkNamespaces({}, [(None, source_digest("a = 1"))])
-    try:
-        layers.enter("b = 2")
-    except RuntimeError as error:
-        assert "not the cell being executed" in str(error)
-    else:
-        raise AssertionError("a cell out of order must stop the build")
-
-
-def test_namespaces_restore_shared_names_and_forget_deleted_ones():
-    namespace = {"x": "shared"}
-    plan = [("jax", source_digest("1")), (None, source_digest("2")), ("jax", source_digest("3"))]
-    layers = FrameworkNamespaces(namespace, plan)
-    layers.enter("1")
-    namespace["x"], namespace["y"] = "jax-x", "jax-y"
-    layers.leave()
-    assert namespace == {"x": "shared"}
-    layers.enter("2")
-    layers.leave()
-    layers.enter("3")
-    assert namespace == {"x": "jax-x", "y": "jax-y"}
-    del namespace["y"]
-    layers.leave()
-    assert layers.private["jax"] == {"x": "jax-x"} and namespace == {"x": "shared"}

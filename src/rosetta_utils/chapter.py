@@ -1,30 +1,32 @@
-"""The chapter loader: run exactly the code a page shows, for one framework.
+"""The chapter loader: run exactly the code a page shows, one framework part at a time.
 
-``load_chapter(path, framework)`` reads a MyST notebook page with MyST-NB's
-own reader (the one the book build uses), executes its untagged code cells and
-the cells tagged with ``framework``, in page order, in a fresh namespace, and
-returns that namespace. Tests call the page's functions through it, so the
-code they check is the code readers see; nothing is copied into the package.
+``load_chapter(path, framework)`` runs the code cells of the page's
+``framework`` part (its shared cells and that framework's cells, the same
+cells as the framework's download, see :mod:`rosetta_utils.page`) in page
+order, in a fresh namespace, and returns that namespace. Tests and benchmarks
+call the page's own functions through it, so the code they check is the code
+readers see; nothing is copied into the package.
 
-Names bound in the framework's cells stay private to them, as in the book's
-kernel (:mod:`rosetta_utils.tab_namespaces`): an untagged cell sees only the
-shared names, so a page that passes here cannot fail in the build because
-an untagged cell reads a tab's variable. The returned namespace has the
-framework's names laid over the shared ones.
+``load_comparisons(path, results)`` then runs the page's shared and
+comparison cells on what the framework parts left (see
+:mod:`rosetta_utils.tab_results`), exactly as the book build does after the
+framework parts ran.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
-from . import FRAMEWORKS
-from .frameworks import check_framework
-from .tab_namespaces import FrameworkNamespaces, source_digest
+from .one_framework import environment
+from .page import Page, PageError
+from .tab_results import RESULTS_FOLDER_VARIABLE, collect_tab_results, load_tab_results, save_tab_results
 
 
 class ChapterError(RuntimeError):
@@ -56,88 +58,116 @@ def _working_directory(folder: Path) -> Iterator[None]:
         os.chdir(previous)
 
 
-def read_page(path: str | Path) -> Any:
-    """Parse a MyST markdown page into a notebook (cells carry ``source_map`` line numbers)."""
-    from myst_nb.core.read import read_myst_markdown_notebook
-
-    path = Path(path)
-    if not path.is_file():
-        raise ChapterError(f"{path}: no such page")
-    return read_myst_markdown_notebook(path.read_text(encoding="utf-8"), add_source_map=True, path=path)
-
-
-def cell_frameworks(cell: Any) -> list[str]:
-    """The framework tags of a cell (``[]`` for a cell every framework runs)."""
-    tags = cell.get("metadata", {}).get("tags", [])
-    return [tag for tag in tags if tag in FRAMEWORKS]
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
 
 
-def _headings(cell: Any) -> list[str]:
-    return [line.lstrip("#").strip() for line in cell.source.splitlines() if line.startswith("#")]
+def _read(path: str | Path) -> Page:
+    try:
+        return Page.read(Path(path).resolve())
+    except PageError as error:
+        raise ChapterError(str(error)) from None
 
 
-def code_cells_for(notebook: Any, framework: str, until: str | None = None) -> list[tuple[int, str, bool]]:
-    """``(line, source, tagged)`` of the code cells a framework runs: untagged plus its own
-    (``tagged``), up to (not including) the section whose heading is ``until``."""
-    check_framework(framework)
-    source_map = notebook.metadata.get("source_map", [])
-    chosen = []
-    found_until = until is None
-    for index, cell in enumerate(notebook.cells):
-        if cell.cell_type == "markdown" and until is not None and until in _headings(cell):
-            found_until = True
-            break
-        if cell.cell_type != "code":
-            continue
-        tagged = cell_frameworks(cell)
-        if tagged and framework not in tagged:
-            continue
-        line = source_map[index] + 1 if index < len(source_map) else 0
-        chosen.append((line, cell.source, bool(tagged)))
-    if not found_until:
-        raise ChapterError(f"the page has no section headed {until!r}")
-    return chosen
+def _run_cells(page: Page, indexes: Iterable[int], what: str) -> dict[str, Any]:
+    module = types.ModuleType("__chapter__")
+    module.__file__ = str(page.path)
+    namespace: dict[str, Any] = module.__dict__
+    with _working_directory(page.path.parent), _registered(module):
+        for index, source in page.code_cells(indexes):
+            where = page.where(index)
+            if any(text.lstrip().startswith(("%", "!")) for text in source.splitlines()):
+                raise ChapterError(
+                    f"{where}: IPython magics and shell escapes cannot run in the "
+                    "chapter loader; write the cell in plain Python"
+                )
+            try:
+                exec(compile(source, where, "exec"), namespace)  # noqa: S102 - the page's own code
+            except Exception as error:
+                raise ChapterError(f"{where}: the {what} failed in this cell: "
+                                   f"{type(error).__name__}: {error}") from error
+    return namespace
 
 
 def load_chapter(path: str | Path, framework: str, until: str | None = None) -> dict[str, Any]:
-    """Execute a page's untagged cells and ``framework``'s cells; return the namespace.
+    """Execute the code of a page's ``framework`` part; return the namespace.
 
     ``until`` names a section heading (e.g. ``"Training"``) before which to
     stop, so that a benchmark can take a page's model without training it.
-
-    Cells run in the page's own folder, as they do in the book build. A cell
-    that raises becomes a :class:`ChapterError` naming the page and the
-    cell's line, with the original exception chained.
+    Cells run in the page's own folder, as in the book build. A cell that
+    raises becomes a :class:`ChapterError` naming the page and the cell's
+    line, with the original exception chained.
     """
-    check_framework(framework)
-    path = Path(path).resolve()
-    notebook = read_page(path)
-    module = types.ModuleType("__chapter__")
-    module.__file__ = str(path)
-    namespace: dict[str, Any] = module.__dict__
-    with _working_directory(path.parent), _registered(module):
+    page = _read(path)
+    try:
+        indexes = page.framework_part(framework, until)
+    except PageError as error:
+        raise ChapterError(str(error)) from None
+    return _run_cells(page, indexes, f"{framework} part")
+
+
+def tab_results_of(path: str | Path, framework: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """What the page's comparisons read from ``framework``'s part, taken from its namespace."""
+    page = _read(path)
+    return collect_tab_results(namespace, page.tab_results, framework, page=str(page.path))
+
+
+def run_framework_part(path: str | Path, framework: str, timeout: float | None = None) -> dict[str, Any]:
+    """Run ``framework``'s part of the page in a fresh Python process, where every other
+    framework's import fails, as in the book build; return its tab results."""
+    page = _read(path)
+    page.check_framework(framework)
+    with tempfile.TemporaryDirectory(prefix="rosetta-part-") as folder:
+        command = [sys.executable, "-m", "rosetta_utils.chapter", str(page.path), framework, folder]
         try:
-            cells = code_cells_for(notebook, framework, until)
-        except ChapterError as error:
-            raise ChapterError(f"{path}: {error}") from None
-        layers = FrameworkNamespaces(namespace, [(framework if tagged else None, source_digest(source))
-                                                 for _, source, tagged in cells])
-        for line, source, _ in cells:
-            if any(text.lstrip().startswith(("%", "!")) for text in source.splitlines()):
-                raise ChapterError(
-                    f"{path}:{line}: IPython magics and shell escapes cannot run in the "
-                    "chapter loader; write the cell in plain Python"
-                )
-            layers.enter(source)
-            try:
-                code = compile(source, f"{path}:{line}", "exec")
-                exec(code, namespace)  # noqa: S102 - running the page's own code is the point
-            except Exception as error:
-                raise ChapterError(
-                    f"{path}:{line}: the {framework} run failed in this cell: "
-                    f"{type(error).__name__}: {error}"
-                ) from error
-            finally:
-                layers.leave()
-    namespace.update(layers.private.get(framework, {}))
-    return namespace
+            done = subprocess.run(command, env=environment(framework), capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ChapterError(f"{page.path}: the {framework} part ran longer than {timeout} s") from None
+        if done.returncode != 0:
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            reason = next((line for line in reversed(lines) if "ChapterError" in line), "\n".join(lines[-20:]))
+            raise ChapterError(f"the {framework} part of {page.path} failed in its own process: {reason}")
+        return load_tab_results(folder)[framework].as_dict()
+
+
+def run_framework_parts(path: str | Path, frameworks: Iterable[str], timeout: float | None = None
+                        ) -> dict[str, dict[str, Any]]:
+    """:func:`run_framework_part` for each framework in turn: ``{framework: tab results}``."""
+    return {framework: run_framework_part(path, framework, timeout) for framework in frameworks}
+
+
+def load_comparisons(path: str | Path, results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Run the page's shared and comparison cells on ``results`` (``{framework:
+    tab results}``, as :func:`run_framework_parts` returns); return the namespace."""
+    page = _read(path)
+    with tempfile.TemporaryDirectory(prefix="rosetta-tab-results-") as folder:
+        for framework, values in results.items():
+            save_tab_results(values, folder, framework)
+        with _environment(RESULTS_FOLDER_VARIABLE, folder):
+            return _run_cells(page, page.comparison_part(), "comparison")
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m rosetta_utils.chapter PAGE FRAMEWORK FOLDER``: run one framework part and
+    save its tab results into FOLDER (what :func:`run_framework_part` starts)."""
+    if len(argv) != 3:
+        print("usage: python -m rosetta_utils.chapter PAGE FRAMEWORK FOLDER", file=sys.stderr)
+        return 2
+    path, framework, folder = argv
+    namespace = load_chapter(path, framework)
+    save_tab_results(tab_results_of(path, framework, namespace), folder, framework)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -41,6 +41,17 @@ _PROBE_MODULES = {
 }
 
 
+#: The modules whose presence in ``sys.modules`` means the framework is imported; the
+#: last one is what :func:`import_framework` returns.
+_MAIN_MODULES = {
+    "pytorch": ("torch",),
+    "tensorflow": ("tensorflow", "keras"),
+    "jax": ("jax", "flax.nnx"),
+    "mxnet": ("mxnet",),
+    "chainer": ("chainer",),
+}
+
+
 class UnknownFrameworkError(ValueError):
     """Raised for a framework name that is not one of the book's five."""
 
@@ -157,6 +168,9 @@ def import_framework(name: str) -> types.ModuleType:
     Returns ``torch``, ``keras``, ``flax.nnx``, ``mxnet`` or ``chainer``.
     """
     check_framework(name)
+    already = _MAIN_MODULES[name]
+    if all(module in sys.modules for module in already):  # imported by the page itself
+        return sys.modules[already[-1]]
     if not is_installed(name):
         raise ImportError(
             f"{name} is not installed in this environment; install it with "

@@ -1,29 +1,39 @@
-"""Sphinx extension: regroup framework-tagged notebook cells into synced tab sets.
+"""Sphinx extension: execute pages part by part, and show their framework cells as synced tabs.
 
 Authors write ordinary top-level code cells and tag each with one framework
-(``:tags: [pytorch]``). After MyST-NB has executed and rendered a page, every
-run of consecutive tagged cells becomes one sphinx-design tab set in the
-``framework`` sync group, tabs always in the book's order, each holding its
-cells' code and outputs. Choosing a tab switches every tab set on the page,
-persists to the next page, and ``?framework=jax`` in the URL selects it.
+(``:tags: [pytorch]``) or with ``comparison`` (see :mod:`rosetta_utils.page`).
 
-Checks (reported as Sphinx warnings with page and line, so ``-W`` fails):
+Execution. When Sphinx reads a page, every framework part of it runs on its
+own, then its comparisons (:mod:`rosetta_utils.page_execution`), and the
+merged outputs go into MyST-NB's execution cache, where MyST-NB finds them;
+MyST-NB never executes a page itself. Before that, a part that reads a name
+it never defines (:mod:`rosetta_utils.name_check`) stops the build, naming
+page, line, framework and name.
 
-* a tab group that lacks a framework the page declares (front matter
-  ``frameworks: [...]``, default all five). A framework with no equivalent
-  still gets a cell that says why;
-* a cell tagged with more than one framework, or with one the page does not
-  declare.
+Tabs. After MyST-NB rendered a page, every run of consecutive tagged cells
+becomes one sphinx-design tab set in the ``framework`` sync group, tabs always
+in the book's order, each holding its cells' code and outputs. Choosing a tab
+switches every tab set on the page, persists to the next page, and
+``?framework=jax`` in the URL selects it.
 
-With ``ROSETTA_FRAMEWORKS`` naming a subset, cells of the other frameworks
-are tagged ``skip-execution`` before the page executes, and their tabs show
-the code with a one-line note instead of output.
+Downloads. Each page with framework cells gets, under its title, a synced
+line "Download the PyTorch part: notebook · script", and the build writes
+those files into the site (:mod:`rosetta_utils.downloads`).
+
+Checks (reported as Sphinx warnings with page and line, so ``-W`` fails): a
+tab group that lacks a framework the page declares (front matter
+``frameworks: [...]``, default all five; a framework with no equivalent still
+gets a cell that says why); a cell tagged with more than one framework, with
+one the page does not declare, or with a framework and ``comparison``.
+
+With ``ROSETTA_FRAMEWORKS`` naming a subset, the other frameworks' parts are
+not executed, and their tabs show the code with a one-line note instead of
+output.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -32,12 +42,13 @@ from typing import Any
 
 from docutils import nodes
 from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from . import FRAMEWORK_TITLES, FRAMEWORKS, __version__
-from .frameworks import parse_framework_list, selected_frameworks
+from .frameworks import selected_frameworks
+from .page import Page, PageError
 from .profile import current_profile
-from .tab_namespaces import execution_plan
 
 LOGGER = logging.getLogger(__name__)
 SYNC_GROUP = "framework"
@@ -74,33 +85,63 @@ def skip_unselected_cells(text: str, selected: tuple[str, ...]) -> str:
 
 
 def _on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
+    from myst_nb.core.read import create_nb_reader
+
+    path = Path(app.env.doc2path(docname))
+    reader = create_nb_reader(str(path), app.env.myst_config, app.env.mystnb_config, source[0])
+    if path.suffix != ".md" or reader is None:  # not a MyST notebook: nothing to execute
+        return
     selected = selected_frameworks()
     if selected != FRAMEWORKS:
         source[0] = skip_unselected_cells(source[0], selected)
-    # The page's kernel starts while this page is parsed, right after this
-    # event: hand it the plan of the cells it will run (see tab_namespaces).
-    os.environ["ROSETTA_TAB_PLAN"] = json.dumps(_plan_of(app, docname, source[0]))
+    page = Page(path, reader.read(source[0]))
+    check_page(page)
+    if app.config.rosetta_execution_mode != "off" and any(c.cell_type == "code" for c in page.notebook.cells):
+        _execute(app, page, [name for name in page.tagged_frameworks() if name in selected],
+                 force=app.config.rosetta_execution_mode == "force")
 
 
-def _plan_of(app: Sphinx, docname: str, text: str) -> list[tuple[str | None, str]]:
-    from myst_nb.core.read import is_myst_markdown_notebook, read_myst_markdown_notebook
+def check_page(page: Page) -> None:
+    """Refuse a page that breaks a convention or whose framework part reads a name it
+    never defines (each framework's part must run on its own)."""
+    from .name_check import undefined_names
 
-    if not app.env.doc2path(docname).endswith(".md") or not is_myst_markdown_notebook(text):
-        return []
-    return execution_plan(read_myst_markdown_notebook(text))
-
-
-def declared_frameworks(app: Sphinx, docname: str) -> tuple[str, ...]:
-    """The frameworks a page declares in its front matter (``frameworks:``), default all."""
-    value = app.env.metadata.get(docname, {}).get("frameworks")
-    if value is None:
-        return FRAMEWORKS
-    if isinstance(value, str):  # docinfo may hold the YAML list as text: '["pytorch", "jax"]'
-        value = [item.strip().strip("'\"") for item in value.strip().strip("[]").split(",")]
     try:
-        return parse_framework_list(",".join(value))
-    except ValueError as error:
-        raise ValueError(f"{app.env.doc2path(docname)}: front matter 'frameworks': {error}") from None
+        page.check()
+        problems = [str(found) for framework in page.tagged_frameworks()
+                    for found in undefined_names(page, framework)]
+    except (PageError, SyntaxError) as error:
+        raise ExtensionError(str(error)) from None
+    if problems:
+        raise ExtensionError("\n".join(problems))
+
+
+def _execute(app: Sphinx, page: Page, frameworks: list[str], force: bool = False) -> None:
+    """Execute the page part by part unless MyST-NB's cache already holds its outputs
+    (or ``force``), and put the merged outputs there for MyST-NB to render."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    from .page_execution import execute_page
+
+    cache_path = Path(app.env.mystnb_config.execution_cache_path)
+    cache = get_cache(cache_path)
+    if not force:
+        try:
+            cache.match_cache_notebook(page.notebook)
+            return  # executed by an earlier build with the same code, profile and helpers
+        except KeyError:
+            pass
+    parts_cache = None if force else get_cache(cache_path / "framework-parts")
+    executed = execute_page(page, frameworks, parts_cache,
+                            timeout=app.config.nb_execution_timeout or 1800,
+                            log=lambda line: LOGGER.info(line), log_folder=Path(app.outdir).parent / "logs")
+    parts = {part.name: round(part.seconds, 2) for part in executed.parts}
+    cache.cache_notebook_bundle(
+        CacheBundleIn(executed.notebook, str(page.path),
+                      data={"execution_seconds": executed.seconds, "rosetta_parts": parts}),
+        check_validity=False, overwrite=True,
+    )
 
 
 def _is_code_cell(node: nodes.Node) -> bool:
@@ -114,23 +155,19 @@ def _cell_framework(cell: nodes.container) -> str | None:
     return found[0] if found else None
 
 
-def _check_cell_tags(cell: nodes.container, declared: tuple[str, ...]) -> None:
-    tags = cell.get("cell_metadata", {}).get("tags", [])
-    found = [tag for tag in tags if tag in FRAMEWORKS]
-    if len(found) > 1:
-        LOGGER.warning(
-            f"a cell is tagged with several frameworks ({', '.join(found)}); tag it with one",
-            location=cell, type="rosetta", subtype="tabs",
-        )
-    if found and found[0] not in declared:
-        LOGGER.warning(
-            f"a cell is tagged {found[0]!r}, which this page does not declare "
-            f"(frameworks: {', '.join(declared)})",
-            location=cell, type="rosetta", subtype="tabs",
-        )
+def declared_frameworks(app: Sphinx, docname: str) -> tuple[str, ...]:
+    """The frameworks a page declares in its front matter (``frameworks:``), default all."""
+    from .frameworks import parse_framework_list
+
+    value = app.env.metadata.get(docname, {}).get("frameworks")
+    if value is None:
+        return FRAMEWORKS
+    if isinstance(value, str):  # docinfo may hold the YAML list as text: '["pytorch", "jax"]'
+        value = [item.strip().strip("'\"") for item in value.strip().strip("[]").split(",")]
+    return parse_framework_list(",".join(value))
 
 
-def _tab_item(framework: str, cells: list[nodes.container], executed: bool) -> nodes.container:
+def _tab_item(framework: str, children: list[nodes.Node], note: str | None = None) -> nodes.container:
     from sphinx_design.shared import create_component
 
     title = FRAMEWORK_TITLES[framework]
@@ -138,15 +175,18 @@ def _tab_item(framework: str, cells: list[nodes.container], executed: bool) -> n
     label["sync_group"] = SYNC_GROUP
     label["sync_id"] = framework
     content = create_component("tab-content", classes=["sd-tab-content"])
-    if not executed:
-        content += nodes.paragraph(
-            "", f"{title} was not executed in this build (ROSETTA_FRAMEWORKS leaves it out).",
-            classes=["rosetta-not-executed"],
-        )
-    content.extend(cells)
+    if note:
+        content += nodes.paragraph("", note, classes=["rosetta-not-executed"])
+    content.extend(children)
     return create_component(
         "tab-item", classes=["sd-tab-item", f"rosetta-tab-{framework}"], children=[label, content]
     )
+
+
+def _tab_set(classes: list[str], items: list[nodes.container]) -> nodes.container:
+    from sphinx_design.shared import create_component
+
+    return create_component("tab-set", classes=["sd-tab-set", *classes], children=items)
 
 
 def _regroup(parent: nodes.Element, declared: tuple[str, ...]) -> None:
@@ -173,28 +213,67 @@ def _regroup(parent: nodes.Element, declared: tuple[str, ...]) -> None:
                 "tagged with that framework that explains why it has no equivalent",
                 location=run[0], type="rosetta", subtype="tabs",
             )
-        from sphinx_design.shared import create_component
-
-        tab_set = create_component("tab-set", classes=["sd-tab-set", "rosetta-framework-tabs"])
+        items = [
+            _tab_item(name, by_framework[name], None if name in selected else
+                      f"{FRAMEWORK_TITLES[name]} was not executed in this build "
+                      "(ROSETTA_FRAMEWORKS leaves it out).")
+            for name in FRAMEWORKS if name in by_framework
+        ]
+        tab_set = _tab_set(["rosetta-framework-tabs"], items)
         tab_set.source, tab_set.line = run[0].source, run[0].line
-        for name in FRAMEWORKS:
-            if name in by_framework:
-                tab_set += _tab_item(name, by_framework[name], executed=name in selected)
         position = parent.index(run[0])
         for cell in run:
             parent.remove(cell)
         parent.insert(position, tab_set)
 
 
+def _download_line(app: Sphinx, docname: str, declared: tuple[str, ...]) -> nodes.container:
+    """A synced tab set under the title: each framework's download of this page."""
+    from sphinx.util.osutil import relative_uri
+
+    from .downloads import SITE_FOLDER
+
+    here = app.builder.get_target_uri(docname)
+    stem = Path(docname).name
+    items = []
+    for framework in declared:
+        paragraph = nodes.paragraph("", f"Download the {FRAMEWORK_TITLES[framework]} part of this page: ")
+        for number, (kind, suffix) in enumerate((("notebook", "ipynb"), ("script", "py"))):
+            if number:
+                paragraph += nodes.Text(" · ")
+            target = relative_uri(here, f"{SITE_FOLDER}/{stem}-{framework}.{suffix}")
+            paragraph += nodes.reference("", kind, refuri=target, classes=["rosetta-download"])
+        paragraph += nodes.Text(" (its prose, shared cells and own cells; it runs on its own).")
+        items.append(_tab_item(framework, [paragraph]))
+    return _tab_set(["rosetta-downloads"], items)
+
+
 def _on_doctree_read(app: Sphinx, doctree: nodes.document) -> None:
     docname = app.env.docname
     declared = declared_frameworks(app, docname)
     cells = list(doctree.findall(_is_code_cell))
-    for cell in cells:
-        _check_cell_tags(cell, declared)
     parents = {id(cell.parent): cell.parent for cell in cells}
     for parent in parents.values():
         _regroup(parent, declared)
+    if any(_cell_framework(cell) for cell in cells):
+        section = doctree.next_node(nodes.section)
+        if section is not None and section.children and isinstance(section[0], nodes.title):
+            section.insert(1, _download_line(app, docname, declared))
+
+
+def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
+    """Write every framework's download of every page with framework cells into the site."""
+    from .downloads import SITE_FOLDER, write_downloads
+
+    if exception is not None or app.builder.format != "html":
+        return
+    for docname in sorted(app.env.found_docs):
+        path = Path(app.env.doc2path(docname))
+        if path.suffix != ".md" or "```{code-cell}" not in path.read_text(encoding="utf-8"):
+            continue
+        page = Page.read(path)
+        if page.tagged_frameworks():
+            write_downloads(page, Path(app.outdir) / SITE_FOLDER)
 
 
 def helpers_fingerprint() -> str:
@@ -220,7 +299,12 @@ def execution_cache_name() -> str:
 
 
 def _on_config_inited(app: Sphinx, config: Any) -> None:
-    os.environ["PYTHONSTARTUP"] = str(Path(__file__).with_name("kernel_startup.py"))
+    # The extension executes pages itself; MyST-NB only reads the outputs from its cache.
+    config.rosetta_execution_mode = config.nb_execution_mode
+    if config.nb_execution_mode != "off":
+        config.nb_execution_mode = "cache"
+    # Any kernel MyST-NB itself starts refuses to run: pages execute part by part (_execute).
+    os.environ["PYTHONSTARTUP"] = str(Path(__file__).with_name("myst_nb_guard.py"))
     base = Path(config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")
     # A config value that changes with the cache makes Sphinx re-read every page.
     config.rosetta_execution_key = execution_cache_name()
@@ -236,7 +320,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinx_design")
     app.setup_extension("myst_nb")
     app.add_config_value("rosetta_execution_key", "", "env")
+    app.add_config_value("rosetta_execution_mode", "cache", "env")
     app.connect("config-inited", _on_config_inited)
     app.connect("source-read", _on_source_read)
     app.connect("doctree-read", _on_doctree_read)
+    app.connect("build-finished", _on_build_finished)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

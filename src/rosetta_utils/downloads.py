@@ -1,0 +1,130 @@
+"""Per-framework downloads of a page: a notebook and a script a reader takes away.
+
+A framework's download holds the page's headings and prose, its shared
+setup and data cells, and that framework's cells, in page order; nothing that
+belongs to another framework and nothing that only compares frameworks
+(:mod:`rosetta_utils.page`). The book build executes exactly this notebook
+for each framework, in a process where every other framework's import fails,
+so a download that needs anything from another tab cannot build.
+
+``python -m rosetta_utils.downloads PAGE FRAMEWORK [--script]`` prints one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import FRAMEWORK_TITLES, FRAMEWORKS
+from .page import Page
+
+#: Where the built site serves the downloads, relative to its root.
+SITE_FOLDER = "downloads"
+
+#: What a framework part needs installed, for the download's opening note.
+PACKAGES = {
+    "pytorch": "torch",
+    "tensorflow": "tensorflow keras",
+    "jax": "jax flax optax",
+    "mxnet": "mxnet (1.9.1, with numpy < 2)",
+    "chainer": "chainer (7.8.1, with numpy < 2, Python 3.11 or older)",
+}
+
+
+def _framework_tags(tags: list[str]) -> list[str]:
+    return [tag for tag in tags if tag not in FRAMEWORKS and tag != "skip-execution"]
+
+
+def download_notebook(page: Page, framework: str) -> Any:
+    """The notebook of ``framework``'s part of ``page`` (an ``nbformat`` v4 notebook)."""
+    return download_notebook_with_origins(page, framework)[0]
+
+
+def download_notebook_with_origins(page: Page, framework: str) -> tuple[Any, list[int | None]]:
+    """The download, and for each of its cells the index of the page cell it comes
+    from (``None`` for the note the download opens with)."""
+    import nbformat
+
+    indexes = page.framework_part(framework)  # raises for a framework the page does not declare
+    title = FRAMEWORK_TITLES[framework]
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    notebook.metadata["language_info"] = {"name": "python"}
+    cells, origins = [], []
+    for index in indexes:
+        origins.append(index)
+        cell = page.notebook.cells[index]
+        metadata = {}
+        tags = _framework_tags(list(cell.get("metadata", {}).get("tags", [])))
+        if tags:
+            metadata["tags"] = tags
+        if cell.cell_type == "code":
+            cells.append(nbformat.v4.new_code_cell(cell.source, metadata=metadata))
+        else:
+            cells.append(nbformat.v4.new_markdown_cell(cell.source, metadata=metadata))
+    note = nbformat.v4.new_markdown_cell(
+        f"*The {title} part of the page “{page.title}” of the Rosetta book: the page's "
+        f"prose, its shared cells and its {title} cells. It needs {PACKAGES[framework]} and "
+        "numpy; the shared cells use `rosetta_utils`, the book's small helper package (data "
+        "sets with checksums, weight layouts), installed by `pip install -e .` in the book's "
+        "repository.*"
+    )
+    first_heading = next((i for i, c in enumerate(cells) if c.cell_type == "markdown"), -1)
+    cells.insert(first_heading + 1, note)
+    origins.insert(first_heading + 1, None)
+    for number, cell in enumerate(cells):
+        cell["id"] = f"{framework}-{number}"
+    notebook.cells = cells
+    return notebook, origins
+
+
+def download_script(notebook: Any) -> str:
+    """The same part as a Python script (jupytext's percent format: prose as comments)."""
+    import jupytext
+
+    return jupytext.writes(notebook, fmt="py:percent")
+
+
+def download_names(page: Page, framework: str) -> dict[str, str]:
+    """File names of the two downloads, e.g. ``cifar10_cnn-pytorch.ipynb``."""
+    page.check_framework(framework)
+    stem = f"{page.name}-{framework}"
+    return {"notebook": f"{stem}.ipynb", "script": f"{stem}.py"}
+
+
+def write_downloads(page: Page, folder: str | Path) -> dict[str, dict[str, Path]]:
+    """Write the notebook and the script of every framework the page declares and has
+    cells for into ``folder``; returns ``{framework: {"notebook": path, "script": path}}``."""
+    import nbformat
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for framework in page.frameworks:
+        notebook = download_notebook(page, framework)
+        names = download_names(page, framework)
+        paths = {kind: folder / name for kind, name in names.items()}
+        paths["notebook"].write_text(nbformat.writes(notebook), encoding="utf-8")
+        paths["script"].write_text(download_script(notebook), encoding="utf-8")
+        written[framework] = paths
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rosetta_utils.downloads",
+                                     description="Print one framework's download of a page.")
+    parser.add_argument("page", type=Path)
+    parser.add_argument("framework", choices=FRAMEWORKS)
+    parser.add_argument("--script", action="store_true", help="the .py script instead of the notebook")
+    args = parser.parse_args(argv)
+    import nbformat
+
+    notebook = download_notebook(Page.read(args.page), args.framework)
+    sys.stdout.write(download_script(notebook) if args.script else nbformat.writes(notebook))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Find the names a framework's part of a page reads but never defines.
+
+Each framework's part (its download) must run on its own. A cell that reads a
+name made only by another framework's cells, or by a comparison cell, would
+work nowhere but in a kernel that ran the whole page. :func:`undefined_names`
+runs pyflakes over the part's code cells joined in page order and reports
+every name read before anything binds it, with the page line of its cell.
+The build refuses such a page (:mod:`rosetta_utils.tabs`).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .page import Page
+
+#: Names a Jupyter kernel defines for every notebook.
+KERNEL_BUILTINS = ("display", "get_ipython")
+
+
+@dataclass(frozen=True)
+class UndefinedName:
+    page: str
+    line: int  # the page line of the cell that reads it
+    framework: str
+    name: str
+
+    def __str__(self) -> str:
+        return (f"{self.page}:{self.line}: the {self.framework} part reads {self.name!r}, which neither "
+                "its own cells nor the shared cells define before it (a download would fail here)")
+
+
+def undefined_names(page: Page, framework: str) -> list[UndefinedName]:
+    """Every name ``framework``'s part reads before binding it, in page order."""
+    from pyflakes import checker, messages
+
+    cells = page.code_cells(page.framework_part(framework))
+    code, starts = [], []  # starts[k]: (first joined line of cell k, its page index)
+    line = 1
+    for index, source in cells:
+        starts.append((line, index))
+        code.append(source.rstrip("\n") + "\n")
+        line += source.rstrip("\n").count("\n") + 1
+    joined = "".join(code)
+    try:
+        tree = ast.parse(joined, filename=str(page.path))
+    except SyntaxError as error:
+        cell = max((start for start in starts if start[0] <= (error.lineno or 1)), default=(1, 0))
+        raise SyntaxError(f"{page.where(cell[1])}: {error.msg}") from None
+    found = []
+    for message in checker.Checker(tree, filename=str(page.path), builtins=KERNEL_BUILTINS).messages:
+        if isinstance(message, messages.UndefinedName):
+            cell = max(start for start in starts if start[0] <= message.lineno)
+            found.append(UndefinedName(str(page.path), page.line(cell[1]), framework, message.message_args[0]))
+    return found

@@ -1,0 +1,50 @@
+"""Make every framework but one unimportable in this process (the book's download runs).
+
+The book build executes each framework's part of a page in a fresh process
+started with this folder on ``PYTHONPATH`` and ``ROSETTA_ONLY_FRAMEWORK`` set
+to that framework (``none`` for the comparison cells, which need no
+framework). Python imports this ``sitecustomize`` at startup; from then on an
+import of another framework's modules raises ``ModuleNotFoundError`` naming
+the rule, so a part that leans on another tab cannot build. Optional imports
+(``try: import torch except ImportError``) in libraries behave as if the
+other framework were not installed.
+"""
+
+import os
+import sys
+
+ONLY = os.environ.get("ROSETTA_ONLY_FRAMEWORK", "").strip()
+
+#: The top-level modules that belong to each framework.
+MODULES = {
+    "pytorch": ("torch", "torchvision", "torchaudio"),
+    "tensorflow": ("tensorflow", "keras", "tf_keras"),
+    "jax": ("jax", "jaxlib", "flax", "optax"),
+    "mxnet": ("mxnet",),
+    "chainer": ("chainer", "chainerx", "chainermn", "cupy"),
+}
+
+
+class OtherFrameworksBlocked:
+    """A meta path finder that refuses the modules of every framework but ``allowed``."""
+
+    def __init__(self, allowed):
+        self.allowed = allowed
+        self.blocked = {module: framework for framework, modules in MODULES.items()
+                        if framework != allowed for module in modules}
+
+    def find_spec(self, name, path=None, target=None):
+        framework = self.blocked.get(name.partition(".")[0])
+        if framework is None:
+            return None
+        part = f"the {self.allowed} part" if self.allowed != "none" else "the comparison cells"
+        raise ModuleNotFoundError(
+            f"import of {name!r} refused: this process runs {part} of a page, which must "
+            f"not use {framework} (rosetta_utils.one_framework)", name=name,
+        )
+
+
+if ONLY and ONLY != "off":
+    if ONLY != "none" and ONLY not in MODULES:
+        raise SystemExit(f"ROSETTA_ONLY_FRAMEWORK={ONLY!r}: expected one of {', '.join(MODULES)} or none")
+    sys.meta_path.insert(0, OtherFrameworksBlocked(ONLY))

@@ -1,0 +1,190 @@
+"""A chapter page, read as MyST-NB reads it, and the role of each of its cells.
+
+A page is one MyST notebook. Its cells play one of three roles:
+
+* **shared**: untagged cells, the setup and data every framework needs. They
+  import no framework.
+* **framework**: cells tagged with one framework (``:tags: [pytorch]``). Each
+  framework's cells, with the shared cells and the prose, make that
+  framework's part of the page: the download a reader takes away, the
+  notebook the build executes, and what the chapter loader runs.
+* **comparison**: cells tagged ``comparison``. They compare what the
+  framework parts computed (through :func:`rosetta_utils.tab_results.load_tab_results`)
+  and are in no download. Prose that only introduces a comparison carries
+  the tag too (``+++ {"tags": ["comparison"]}`` above it in MyST).
+
+The front matter declares the page's frameworks (``frameworks: [...]``,
+default all five) and the names each framework part leaves for the
+comparisons (``tab_results: [...]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from . import FRAMEWORKS
+from .frameworks import UnknownFrameworkError, parse_framework_list
+
+#: Tag of the cells that only compare frameworks.
+COMPARISON = "comparison"
+SHARED = "shared"
+
+
+class PageError(ValueError):
+    """A page that breaks the book's conventions; the message names page and line."""
+
+
+def read_page(path: str | Path, text: str | None = None) -> Any:
+    """Parse a MyST markdown page (or ``text``, its source) into a notebook whose
+    metadata carries ``source_map``: the page line of every cell."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    path = Path(path)
+    if text is None:
+        if not path.is_file():
+            raise PageError(f"{path}: no such page")
+        text = path.read_text(encoding="utf-8")
+    return read_myst_markdown_notebook(text, add_source_map=True, path=path)
+
+
+def cell_tags(cell: Any) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def cell_role(cell: Any) -> str:
+    """``"shared"``, ``"comparison"`` or the framework a cell belongs to."""
+    tags = cell_tags(cell)
+    frameworks = [tag for tag in tags if tag in FRAMEWORKS]
+    if frameworks:
+        return frameworks[0]
+    return COMPARISON if COMPARISON in tags else SHARED
+
+
+def cell_line(notebook: Any, index: int) -> int:
+    """The page line where cell ``index`` starts (1-based; 0 if unknown)."""
+    source_map = notebook.metadata.get("source_map", [])
+    return source_map[index] + 1 if index < len(source_map) else 0
+
+
+def _front_matter_list(notebook: Any, key: str) -> list[str] | None:
+    value = notebook.metadata.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [item.strip().strip("'\"") for item in value.strip().strip("[]").split(",") if item.strip()]
+    return [str(item) for item in value]
+
+
+@dataclass(frozen=True)
+class Page:
+    """A parsed page with its path and the conventions it declares."""
+
+    path: Path
+    notebook: Any
+
+    @classmethod
+    def read(cls, path: str | Path, text: str | None = None) -> "Page":
+        page = cls(Path(path), read_page(path, text))
+        page.check()
+        return page
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def title(self) -> str:
+        for cell in self.notebook.cells:
+            if cell.cell_type == "markdown":
+                for line in cell.source.splitlines():
+                    if line.startswith("# "):
+                        return line[2:].strip()
+        return self.name
+
+    @property
+    def frameworks(self) -> tuple[str, ...]:
+        """The frameworks the page declares, in tab order."""
+        declared = _front_matter_list(self.notebook, "frameworks")
+        if declared is None:
+            return FRAMEWORKS
+        try:
+            return parse_framework_list(",".join(declared))
+        except UnknownFrameworkError as error:
+            raise PageError(f"{self.path}: front matter 'frameworks': {error}") from None
+
+    @property
+    def tab_results(self) -> tuple[str, ...]:
+        """The names every framework part must leave for the comparison cells."""
+        return tuple(_front_matter_list(self.notebook, "tab_results") or ())
+
+    def line(self, index: int) -> int:
+        return cell_line(self.notebook, index)
+
+    def where(self, index: int) -> str:
+        return f"{self.path}:{self.line(index)}"
+
+    def roles(self) -> list[str]:
+        return [cell_role(cell) for cell in self.notebook.cells]
+
+    def tagged_frameworks(self) -> tuple[str, ...]:
+        """The frameworks that have cells on the page, in tab order."""
+        found = {cell_role(cell) for cell in self.notebook.cells}
+        return tuple(name for name in FRAMEWORKS if name in found)
+
+    def check(self) -> None:
+        """Refuse a cell tagged with two frameworks, with a framework the page does not
+        declare, or with a framework and ``comparison``."""
+        declared = self.frameworks
+        for index, cell in enumerate(self.notebook.cells):
+            tags = cell_tags(cell)
+            frameworks = [tag for tag in tags if tag in FRAMEWORKS]
+            if len(frameworks) > 1:
+                raise PageError(f"{self.where(index)}: a cell is tagged with several frameworks "
+                                f"({', '.join(frameworks)}); tag it with one")
+            if frameworks and COMPARISON in tags:
+                raise PageError(f"{self.where(index)}: a cell is tagged {frameworks[0]!r} and "
+                                f"{COMPARISON!r}; a comparison belongs to no framework")
+            if frameworks and frameworks[0] not in declared:
+                raise PageError(f"{self.where(index)}: a cell is tagged {frameworks[0]!r}, which this "
+                                f"page does not declare (frameworks: {', '.join(declared)})")
+
+    def check_framework(self, framework: str) -> str:
+        if framework not in FRAMEWORKS:
+            raise UnknownFrameworkError(f"unknown framework {framework!r}: expected one of {', '.join(FRAMEWORKS)}")
+        if framework not in self.frameworks:
+            raise PageError(f"{self.path} does not declare {framework!r} (frameworks: "
+                            f"{', '.join(self.frameworks)}): it has no {framework} part")
+        return framework
+
+    def framework_part(self, framework: str, until: str | None = None) -> list[int]:
+        """Indexes of the cells of ``framework``'s part: every markdown cell but the
+        comparisons' prose, the shared code cells and the framework's own, up to the
+        section headed ``until`` (not included)."""
+        self.check_framework(framework)
+        chosen = []
+        for index, cell in enumerate(self.notebook.cells):
+            if until is not None and cell.cell_type == "markdown" and until in headings(cell):
+                return chosen
+            if cell_role(cell) in (SHARED, framework):
+                chosen.append(index)
+        if until is not None:
+            raise PageError(f"{self.path}: the page has no section headed {until!r}")
+        return chosen
+
+    def comparison_part(self) -> list[int]:
+        """Indexes of the code cells the comparison run executes: shared and comparison."""
+        return [index for index, cell in enumerate(self.notebook.cells)
+                if cell.cell_type == "code" and cell_role(cell) in (SHARED, COMPARISON)]
+
+    def has_comparisons(self) -> bool:
+        return any(cell.cell_type == "code" and cell_role(cell) == COMPARISON for cell in self.notebook.cells)
+
+    def code_cells(self, indexes: Iterable[int]) -> list[tuple[int, str]]:
+        return [(index, self.notebook.cells[index].source) for index in indexes
+                if self.notebook.cells[index].cell_type == "code"]
+
+
+def headings(cell: Any) -> list[str]:
+    return [line.lstrip("#").strip() for line in cell.source.splitlines() if line.startswith("#")]

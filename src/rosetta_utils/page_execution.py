@@ -1,0 +1,271 @@
+"""Execute a page as the book builds it: each framework's part on its own, then the comparisons.
+
+For every framework the page declares (and the build selects), the part's
+download (:mod:`rosetta_utils.downloads`) runs in a fresh Jupyter kernel in
+the page's folder, with every other framework made unimportable
+(:mod:`rosetta_utils.one_framework`). After its last cell, the values the
+page lists under ``tab_results`` are saved (:mod:`rosetta_utils.tab_results`).
+Then the page's shared and comparison cells run in one more kernel, with no
+framework importable, reading what the parts saved. Each cell so runs once,
+and the outputs are merged back into the page's notebook for MyST-NB to render.
+
+Each framework part is cached with jupyter-cache (the executed notebook, and
+its saved results as an artefact), keyed by its code, so a change to one tab
+re-runs only that framework and the comparisons.
+
+``python -m rosetta_utils.page_execution PAGE [--frameworks pytorch,jax]``
+runs a page this way outside Sphinx and prints each cell's outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import FRAMEWORK_TITLES
+from .downloads import download_notebook_with_origins
+from .one_framework import environment
+from .page import Page
+from .tab_results import RESULTS_FOLDER_VARIABLE
+
+#: Seconds a single cell may run (the book's _config.yml sets the build's).
+DEFAULT_TIMEOUT = 1800
+_RESULTS_FILE_GLOB = "*.tab-results.pickle"
+
+
+class PageExecutionError(RuntimeError):
+    """A cell of a page part that failed; the message names page, line and part."""
+
+
+@dataclass
+class PartRun:
+    """One executed part: its notebook with outputs, and the page cell of each of its cells."""
+
+    name: str  # a framework, or "comparisons"
+    notebook: Any
+    origins: list[int | None]
+    seconds: float
+    cached: bool = False
+
+
+@dataclass
+class ExecutedPage:
+    page: Page
+    notebook: Any  # the page's notebook with every executed cell's outputs
+    parts: list[PartRun] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return sum(part.seconds for part in self.parts)
+
+
+def kernel_environment(only: str, results_folder: str | Path | None = None) -> dict[str, str]:
+    """The environment of a part's kernel: this process's, with ``only``'s guard installed."""
+    env = environment(only)
+    env.setdefault("ROSETTA_BOOK_BUILD", "1")
+    env.setdefault("TQDM_DISABLE", "1")  # nobody watches a progress bar in a build
+    if results_folder is not None:
+        env[RESULTS_FOLDER_VARIABLE] = str(results_folder)
+    return env
+
+
+def _failure(page: Page, part: str, notebook: Any, origins: list[int | None], error: Exception) -> PageExecutionError:
+    """The error for a failed part, naming the page line of the cell that raised."""
+    where, detail = str(page.path), f"{type(error).__name__}: {error}"
+    for position, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                origin = origins[position] if position < len(origins) else None
+                where = page.where(origin) if origin is not None else f"{page.path} (after its last cell)"
+                traceback = "\n".join(output.get("traceback", []))
+                detail = f"{output.get('ename')}: {output.get('evalue')}\n{_strip_ansi(traceback)}"
+                break
+        else:
+            continue
+        break
+    return PageExecutionError(f"{where}: the {part} failed: {detail}")
+
+
+def _strip_ansi(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def run_notebook(notebook: Any, cwd: Path, env: dict[str, str], timeout: int,
+                 native_log: Path | None = None) -> float:
+    """Execute ``notebook`` in place in a fresh kernel; returns the seconds it took.
+
+    What native code writes to the process's own stdout and stderr (TensorFlow's
+    C++ start-up lines, oneDNN's verbose mode) goes to ``native_log`` (or to this
+    process's streams), not into the cells' outputs: a page shows what its
+    Python code prints.
+    """
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+
+    kernel = notebook.metadata.get("kernelspec", {}).get("name", "python3")
+    with contextlib.ExitStack() as stack:
+        sockets = stack.enter_context(tempfile.TemporaryDirectory(prefix="rosetta-kernel-"))
+        streams = {}
+        if native_log is not None:
+            native_log.parent.mkdir(parents=True, exist_ok=True)
+            handle = stack.enter_context(open(native_log, "wb"))
+            streams = {"stdout": handle, "stderr": handle}
+        # Local sockets rather than TCP ports: nothing listens on the network.
+        manager = KernelManager(kernel_name=kernel, transport="ipc", ip=str(Path(sockets) / "kernel"))
+        client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=False, record_timing=False,
+                                extra_arguments=["--IPKernelApp.capture_fd_output=False"],
+                                resources={"metadata": {"path": str(cwd)}})
+        start = time.perf_counter()
+        try:
+            client.execute(env=env, **streams)
+        finally:
+            if manager.has_kernel:
+                manager.shutdown_kernel(now=True)
+        return time.perf_counter() - start
+
+
+def _save_cell(page: Page, framework: str, folder: Path) -> Any:
+    import nbformat
+
+    return nbformat.v4.new_code_cell(
+        "from rosetta_utils.tab_results import save_namespace_results as _rosetta_save\n"
+        f"_rosetta_save(globals(), {list(page.tab_results)!r}, {framework!r}, {str(page.path)!r}, {str(folder)!r})\n"
+        "del _rosetta_save"
+    )
+
+
+def _native_log(log_folder: Path | None, page: Page, part: str) -> Path | None:
+    return None if log_folder is None else log_folder / f"{page.name}-{part}.log"
+
+
+def run_framework_part(page: Page, framework: str, results_folder: Path, cache: Any | None,
+                       timeout: int = DEFAULT_TIMEOUT, log_folder: Path | None = None) -> PartRun:
+    """Execute (or take from ``cache``) ``framework``'s part; its results land in ``results_folder``."""
+    from jupyter_cache.base import CacheBundleIn
+    from jupyter_cache.cache.main import NbArtifacts
+
+    download, origins = download_notebook_with_origins(page, framework)
+    title = f"{FRAMEWORK_TITLES[framework]} part"
+    if cache is not None:
+        try:
+            record = cache.match_cache_notebook(download)
+        except KeyError:
+            record = None
+        if record is not None:
+            for relative, handle in cache.get_cache_bundle(record.pk).artifacts:
+                (results_folder / relative.name).write_bytes(handle.read())
+            _, merged = cache.merge_match_into_notebook(download)  # the cache keeps code cells only
+            return PartRun(framework, merged, origins, record.data.get("execution_seconds", 0.0), cached=True)
+    with tempfile.TemporaryDirectory(prefix=f"rosetta-{framework}-") as scratch:
+        executed = copy.deepcopy(download)
+        executed.cells.append(_save_cell(page, framework, Path(scratch)))
+        try:
+            seconds = run_notebook(executed, page.path.parent, kernel_environment(framework), timeout,
+                                   _native_log(log_folder, page, framework))
+        except Exception as error:
+            raise _failure(page, title, executed, origins, error) from None
+        executed.cells.pop()
+        saved = sorted(Path(scratch).glob(_RESULTS_FILE_GLOB))
+        for path in saved:
+            (results_folder / path.name).write_bytes(path.read_bytes())
+        if cache is not None:
+            cache.cache_notebook_bundle(
+                CacheBundleIn(executed, f"{page.path}#{framework}", artifacts=NbArtifacts(saved, in_folder=scratch),
+                              data={"execution_seconds": seconds}),
+                check_validity=False, overwrite=True,
+            )
+    return PartRun(framework, executed, origins, seconds)
+
+
+def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIMEOUT,
+                    log_folder: Path | None = None) -> PartRun:
+    """Execute the page's shared and comparison cells, reading the parts' results."""
+    import nbformat
+
+    indexes = page.comparison_part()
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = dict(page.notebook.metadata.get("kernelspec", {"name": "python3"}))
+    notebook.cells = [nbformat.v4.new_code_cell(page.notebook.cells[i].source) for i in indexes]
+    origins: list[int | None] = list(indexes)
+    try:
+        seconds = run_notebook(notebook, page.path.parent, kernel_environment("none", results_folder),
+                               timeout, _native_log(log_folder, page, "comparisons"))
+    except Exception as error:
+        raise _failure(page, "comparison", notebook, origins, error) from None
+    return PartRun("comparisons", notebook, origins, seconds)
+
+
+def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None,
+                 timeout: int = DEFAULT_TIMEOUT, log: Callable[[str], None] = print,
+                 log_folder: Path | None = None) -> ExecutedPage:
+    """Run every framework part of ``page`` that ``frameworks`` selects, then its comparisons.
+
+    Returns the page's notebook with outputs: each framework cell's from its
+    part, each comparison cell's from the comparison run, and each shared
+    cell's from the comparison run (or, on a page without comparisons, from
+    the first framework part that ran). Native output of each part goes to
+    ``log_folder/<page>-<part>.log`` when a folder is given.
+    """
+    frameworks = [name for name in page.frameworks if name in set(frameworks)]
+    merged = copy.deepcopy(page.notebook)
+    executed = ExecutedPage(page, merged)
+    with tempfile.TemporaryDirectory(prefix="rosetta-tab-results-") as folder:
+        for framework in frameworks:
+            part = run_framework_part(page, framework, Path(folder), cache, timeout, log_folder)
+            log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
+                f"({part.seconds:.1f} s)")
+            executed.parts.append(part)
+        shared_code = any(c.cell_type == "code" for i, c in enumerate(page.notebook.cells)
+                          if i in set(page.comparison_part()))
+        if page.has_comparisons() or (shared_code and not frameworks):
+            part = run_comparisons(page, Path(folder), timeout, log_folder)
+            log(f"{page.name}: comparisons executed ({part.seconds:.1f} s)")
+            executed.parts.append(part)
+    filled: set[int] = set()
+    for part in reversed(executed.parts):  # the comparison run first: its shared outputs win
+        for cell, origin in zip(part.notebook.cells, part.origins):
+            if origin is None or cell.cell_type != "code" or origin in filled:
+                continue
+            target = merged.cells[origin]
+            target.outputs = cell.get("outputs", [])
+            target.execution_count = cell.get("execution_count")
+            filled.add(origin)
+    return executed
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .frameworks import parse_framework_list
+
+    parser = argparse.ArgumentParser(prog="python -m rosetta_utils.page_execution",
+                                     description="Execute a page as the book build does and print its outputs.")
+    parser.add_argument("page", type=Path)
+    parser.add_argument("--frameworks", help="comma-separated subset (default: every framework the page declares)")
+    parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per cell")
+    args = parser.parse_args(argv)
+    page = Page.read(args.page.resolve())
+    frameworks = parse_framework_list(args.frameworks) if args.frameworks else page.frameworks
+    executed = execute_page(page, frameworks, timeout=args.timeout, log=lambda line: print(line, file=sys.stderr))
+    for index, cell in enumerate(executed.notebook.cells):
+        if cell.cell_type != "code" or not cell.get("outputs"):
+            continue
+        print(f"--- {page.where(index)}")
+        for output in cell.outputs:
+            if output.get("output_type") == "stream":
+                print(output.get("text", ""), end="")
+            elif "data" in output:
+                print(output["data"].get("text/plain", "<" + ", ".join(output["data"]) + ">"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
