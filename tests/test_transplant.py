@@ -11,7 +11,6 @@ from rosetta_utils.transplant import (
     flattened_dense_nchw_to_nhwc,
     flattened_dense_nhwc_to_nchw,
     glorot_uniform,
-    max_abs_difference,
 )
 
 rng = np.random.default_rng(0)
@@ -48,10 +47,6 @@ def test_bad_shapes_are_clear_errors():
         conv_oihw_to_hwio(np.zeros((3, 3)))
     with pytest.raises(ValueError, match="needs 60 inputs, got shape"):
         flattened_dense_nchw_to_nhwc(np.zeros((2, 59)), 4, 3, 5)
-    with pytest.raises(ValueError, match="different arrays"):
-        max_abs_difference({"a": np.zeros(1)}, {"b": np.zeros(1)})
-    with pytest.raises(ValueError, match="shape"):
-        max_abs_difference({"a": np.zeros(1)}, {"a": np.zeros(2)})
 
 
 def test_glorot_uniform_uses_the_receptive_field():

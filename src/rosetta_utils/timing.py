@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .backends import backend
 
@@ -38,6 +38,14 @@ class Timing:
 
     def __str__(self) -> str:
         return f"{format_seconds(self.median)} ± {format_seconds(self.spread)} (median of {len(self.seconds)})"
+
+
+def steady_epoch_seconds(seconds: Sequence[float]) -> float:
+    """The time of an epoch once warmed up: the fastest epoch after the first, whose
+    time includes compilation and tracing (the only one, if there is one)."""
+    if not seconds:
+        raise ValueError("no epoch was timed")
+    return min(seconds[1:]) if len(seconds) > 1 else seconds[0]
 
 
 def format_seconds(seconds: float) -> str:

@@ -10,7 +10,6 @@ PyTorch's layouts. Each function below has its inverse next to it.
 
 from __future__ import annotations
 
-from typing import Mapping
 
 import numpy as np
 
@@ -66,19 +65,6 @@ def glorot_uniform(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarr
     fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
     limit = np.sqrt(6.0 / (fan_in + fan_out))
     return rng.uniform(-limit, limit, size=shape).astype(np.float32)
-
-
-def max_abs_difference(first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray]) -> float:
-    """The largest absolute difference over arrays of the same names (and shapes)."""
-    if set(first) != set(second):
-        raise ValueError(f"different arrays: {sorted(set(first) ^ set(second))}")
-    worst = 0.0
-    for name in first:
-        a, b = np.asarray(first[name]), np.asarray(second[name])
-        if a.shape != b.shape:
-            raise ValueError(f"{name}: shape {a.shape} versus {b.shape}")
-        worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b)))) if a.size else worst
-    return worst
 
 
 def _require_ndim(array: np.ndarray, ndim: int, what: str) -> None:

@@ -1,0 +1,66 @@
+"""Comparing what the frameworks computed: one difference measure, one verdict, one table.
+
+Every page that proves its translations equivalent compares arrays (or dicts
+of arrays) with :func:`max_abs_difference`, turns a difference into a verdict
+with :func:`verdict`, and lays the rows out with :func:`equivalence_table`,
+so a failing translation reads the same on every page.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+
+def max_abs_difference(first: Any, second: Any) -> float:
+    """The largest absolute difference between two arrays, or between two mappings of
+    arrays with the same keys (the largest over all of them)."""
+    if isinstance(first, Mapping) or isinstance(second, Mapping):
+        if not (isinstance(first, Mapping) and isinstance(second, Mapping)):
+            raise TypeError("compare a mapping of arrays with another mapping of arrays")
+        if set(first) != set(second):
+            raise ValueError(f"the two sets of arrays differ in names: {sorted(set(first) ^ set(second))}")
+        return max((max_abs_difference(first[name], second[name]) for name in first), default=0.0)
+    a, b = np.asarray(first), np.asarray(second)
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: {a.shape} and {b.shape}")
+    if a.size == 0:
+        return 0.0
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
+def verdict(difference: float, tolerance: float) -> str:
+    """``"agrees"`` when ``difference`` is within ``tolerance``, else a line that says by how much."""
+    if not np.isfinite(difference) or difference > tolerance:
+        return f"DIFFERS ({difference:.3g} > {tolerance:g})"
+    return "agrees"
+
+
+def equivalence_table(
+    runs: Mapping[str, Any],
+    columns: Mapping[str, Callable[[Any, Any], float]],
+    tolerances: Mapping[str, float],
+    reference: str = "pytorch",
+) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows comparing every framework's run with the ``reference`` run.
+
+    ``columns`` maps a column's title to ``difference(run, reference_run)``;
+    ``tolerances`` gives the bound of each column that is checked. The last
+    column is the verdict: "agrees", or which column differs and by how much.
+    """
+    if reference not in runs:
+        raise ValueError(f"no {reference} run to compare with: the table needs the reference framework")
+    headers = ["framework", *columns, "verdict"]
+    rows = []
+    for framework, run in runs.items():
+        values = {title: difference(run, runs[reference]) for title, difference in columns.items()}
+        failing = [f"{title}: {verdict(values[title], bound)}" for title, bound in tolerances.items()
+                   if verdict(values[title], bound) != "agrees"]
+        rows.append([framework, *values.values(), "; ".join(failing) or "agrees"])
+    return headers, rows
+
+
+def failures(rows: Sequence[Sequence[Any]]) -> list[str]:
+    """The frameworks of :func:`equivalence_table` rows whose verdict is not "agrees"."""
+    return [row[0] for row in rows if row[-1] != "agrees"]
