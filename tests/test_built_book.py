@@ -68,9 +68,57 @@ def test_no_cell_raised(page):
 
 
 @pytest.mark.parametrize("page", executed_pages())
-def test_profile_and_each_frameworks_device_are_shown(page):
-    text = soup_of(page).get_text()
-    assert re.search(r"Profile: (smoke|full)", text), f"{page} does not say which profile ran"
+def test_the_profile_and_where_each_part_ran_are_shown(page):
+    soup = soup_of(page)
+    assert re.search(r"Profile: (smoke|full)", soup.get_text()), f"{page} does not say which profile ran"
+    if not tab_pages_frameworks(page):
+        return
+    downloads = soup.select_one("div.rosetta-downloads")
+    assert downloads is not None, f"{page}: no download line under the title"
+    labels = [label.get("data-sync-id") for label in downloads.select("label.sd-tab-label")]
+    contents = downloads.select("div.sd-tab-content")
+    ran = dict(zip(labels, (content.get_text(" ", strip=True) for content in contents)))
     for name in selected_frameworks():
-        title = re.escape(FRAMEWORK_TITLES[name])
-        assert re.search(rf"{title}: .+ on (cpu|gpu|cuda)\S*", text), f"{page}: no device line for {name}"
+        if name in ran:
+            assert re.search(r"This build ran it on (cpu|gpu|cuda)\S*", ran[name]), f"{page}: {name}: {ran[name]}"
+
+
+def tab_pages_frameworks(page):
+    """The frameworks a page declares, if it has framework cells (else an empty list)."""
+    from rosetta_utils.page import Page
+
+    parsed = Page.read(ROOT / f"{page}.md")
+    return list(parsed.frameworks) if parsed.tagged_frameworks() else []
+
+
+@pytest.mark.parametrize("page", executed_pages())
+def test_every_part_downloads_from_the_site_as_the_page_shows_it(page):
+    """Each download link answers with a file, and the notebook's code is the page's."""
+    import nbformat
+
+    from rosetta_utils.page import SHARED, Page, cell_role
+
+    frameworks = tab_pages_frameworks(page)
+    if not frameworks:
+        return
+    soup = soup_of(page)
+    links = [a["href"] for a in soup.select("div.rosetta-downloads a.rosetta-download")]
+    assert len(links) == 2 * len(frameworks), f"{page}: {links}"
+    parsed = Page.read(ROOT / f"{page}.md")
+    for framework in frameworks:
+        notebook_link = next(link for link in links if link.endswith(f"-{framework}.ipynb"))
+        target = (Path(HTML) / page).parent / notebook_link
+        assert target.is_file(), f"{page}: {notebook_link} is not in the site"
+        assert target.with_suffix(".py").is_file(), f"{page}: no script beside {notebook_link}"
+        code = [cell.source for cell in nbformat.read(target, as_version=4).cells if cell.cell_type == "code"]
+        expected = [cell.source for cell in parsed.notebook.cells
+                    if cell.cell_type == "code" and cell_role(cell) in (SHARED, framework)]
+        assert code == expected, f"{page}: the served {framework} notebook is not the page's {framework} part"
+
+
+def test_the_build_report_lists_every_part_of_every_executed_page():
+    text = soup_of("book/appendix/build_report").select_one("table.rosetta-execution-table").get_text(" ")
+    for page in executed_pages():
+        for framework in tab_pages_frameworks(page):
+            if framework in selected_frameworks():
+                assert f"{page} {framework}" in " ".join(text.split()), f"{page} {framework} missing"

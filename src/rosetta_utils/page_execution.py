@@ -34,7 +34,7 @@ from . import FRAMEWORK_TITLES
 from .downloads import download_notebook_with_origins
 from .one_framework import environment
 from .page import Page
-from .tab_results import RESULTS_FOLDER_VARIABLE
+from .tab_results import RESULTS_FOLDER_VARIABLE, load_tab_results
 
 #: Seconds a single cell may run (the book's _config.yml sets the build's).
 DEFAULT_TIMEOUT = 1800
@@ -54,6 +54,7 @@ class PartRun:
     origins: list[int | None]
     seconds: float
     cached: bool = False
+    environment: dict[str, Any] = field(default_factory=dict)  # where a framework part ran
 
 
 @dataclass
@@ -222,12 +223,11 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
     with tempfile.TemporaryDirectory(prefix="rosetta-tab-results-") as folder:
         for framework in frameworks:
             part = run_framework_part(page, framework, Path(folder), cache, timeout, log_folder)
+            part.environment = dict(load_tab_results(folder)[framework].environment)
             log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
                 f"({part.seconds:.1f} s)")
             executed.parts.append(part)
-        shared_code = any(c.cell_type == "code" for i, c in enumerate(page.notebook.cells)
-                          if i in set(page.comparison_part()))
-        if page.has_comparisons() or (shared_code and not frameworks):
+        if page.has_comparisons() or (page.comparison_part() and not frameworks):
             part = run_comparisons(page, Path(folder), timeout, log_folder)
             log(f"{page.name}: comparisons executed ({part.seconds:.1f} s)")
             executed.parts.append(part)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from docutils import nodes
+from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
@@ -126,22 +127,34 @@ def _execute(app: Sphinx, page: Page, frameworks: list[str], force: bool = False
 
     cache_path = Path(app.env.mystnb_config.execution_cache_path)
     cache = get_cache(cache_path)
+    docname = app.env.docname
     if not force:
         try:
-            cache.match_cache_notebook(page.notebook)
-            return  # executed by an earlier build with the same code, profile and helpers
+            record = cache.match_cache_notebook(page.notebook)
         except KeyError:
-            pass
+            record = None
+        if record is not None:  # executed by an earlier build with the same code, profile and helpers
+            _parts_of(app.env)[docname] = record.data.get("rosetta_parts", {})
+            return
     parts_cache = None if force else get_cache(cache_path / "framework-parts")
     executed = execute_page(page, frameworks, parts_cache,
                             timeout=app.config.nb_execution_timeout or 1800,
                             log=lambda line: LOGGER.info(line), log_folder=Path(app.outdir).parent / "logs")
-    parts = {part.name: round(part.seconds, 2) for part in executed.parts}
+    parts = {part.name: {"seconds": round(part.seconds, 2), "cached": part.cached,
+                         "environment": part.environment} for part in executed.parts}
+    _parts_of(app.env)[docname] = parts
     cache.cache_notebook_bundle(
         CacheBundleIn(executed.notebook, str(page.path),
                       data={"execution_seconds": executed.seconds, "rosetta_parts": parts}),
         check_validity=False, overwrite=True,
     )
+
+
+def _parts_of(env: Any) -> dict[str, dict[str, Any]]:
+    """Per page, what each of its parts took and where it ran (kept in Sphinx's environment)."""
+    if not hasattr(env, "rosetta_parts"):
+        env.rosetta_parts = {}
+    return env.rosetta_parts
 
 
 def _is_code_cell(node: nodes.Node) -> bool:
@@ -227,25 +240,93 @@ def _regroup(parent: nodes.Element, declared: tuple[str, ...]) -> None:
         parent.insert(position, tab_set)
 
 
+def _where_it_ran(part: dict[str, Any] | None, title: str) -> str:
+    if not part:
+        return f" This build did not execute the {title} part."
+    env = part.get("environment") or {}
+    versions = ", ".join(f"{name} {version}" for name, version in env.get("versions", {}).items())
+    cached = ", from the execution cache" if part.get("cached") else ""
+    return (f" This build ran it on {env.get('device', 'an unknown device')} ({versions}; "
+            f"{env.get('threads', '?')} threads) in {part.get('seconds', 0):.0f} s{cached}.")
+
+
 def _download_line(app: Sphinx, docname: str, declared: tuple[str, ...]) -> nodes.container:
-    """A synced tab set under the title: each framework's download of this page."""
+    """A synced tab set under the title: each framework's download of this page, and
+    where this build ran that framework's part."""
     from sphinx.util.osutil import relative_uri
 
     from .downloads import SITE_FOLDER
 
     here = app.builder.get_target_uri(docname)
     stem = Path(docname).name
+    parts = _parts_of(app.env).get(docname, {})
     items = []
     for framework in declared:
-        paragraph = nodes.paragraph("", f"Download the {FRAMEWORK_TITLES[framework]} part of this page: ")
+        title = FRAMEWORK_TITLES[framework]
+        paragraph = nodes.paragraph("", f"Download the {title} part of this page: ")
         for number, (kind, suffix) in enumerate((("notebook", "ipynb"), ("script", "py"))):
             if number:
                 paragraph += nodes.Text(" · ")
             target = relative_uri(here, f"{SITE_FOLDER}/{stem}-{framework}.{suffix}")
             paragraph += nodes.reference("", kind, refuri=target, classes=["rosetta-download"])
         paragraph += nodes.Text(" (its prose, shared cells and own cells; it runs on its own).")
+        paragraph += nodes.inline("", _where_it_ran(parts.get(framework), title), classes=["rosetta-ran-on"])
         items.append(_tab_item(framework, [paragraph]))
     return _tab_set(["rosetta-downloads"], items)
+
+
+class execution_table(nodes.General, nodes.Element):
+    """Placeholder for the table of every page's parts, filled once all pages were read."""
+
+
+class ExecutionTableDirective(Directive):
+    """``{rosetta-execution-table}``: seconds per page and part of this build."""
+
+    def run(self) -> list[nodes.Node]:
+        return [execution_table("")]
+
+
+def _fill_execution_tables(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    for placeholder in list(doctree.findall(execution_table)):
+        rows = []
+        for page, parts in sorted(_parts_of(app.env).items()):
+            total = sum(part.get("seconds", 0) for part in parts.values())
+            for name, part in parts.items():
+                rows.append([page, name, f"{part.get('seconds', 0):.1f}", "yes" if part.get("cached") else "no"])
+            if parts:
+                rows.append([page, "all parts", f"{total:.1f}", ""])
+        placeholder.replace_self(_table(["page", "part", "seconds", "from the cache"], rows))
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> nodes.table:
+    table = nodes.table(classes=["rosetta-execution-table"])
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    group.extend(nodes.colspec(colwidth=1) for _ in headers)
+    head = nodes.thead()
+    head += nodes.row("", *[nodes.entry("", nodes.paragraph("", text)) for text in headers])
+    body = nodes.tbody()
+    for row in rows:
+        body += nodes.row("", *[nodes.entry("", nodes.paragraph("", text)) for text in row])
+    group += head
+    group += body
+    return table
+
+
+def _outdated_with_every_build(app: Sphinx, env: Any, added: set, changed: set, removed: set) -> list[str]:
+    """Pages showing the execution table are rewritten whenever any page was re-read."""
+    if not (added or changed):
+        return []
+    return [name for name in env.found_docs if "rosetta-execution-table" in
+            Path(env.doc2path(name)).read_text(encoding="utf-8", errors="replace")]
+
+
+def _purge(app: Sphinx, env: Any, docname: str) -> None:
+    _parts_of(env).pop(docname, None)
+
+
+def _merge(app: Sphinx, env: Any, docnames: set, other: Any) -> None:
+    _parts_of(env).update({name: parts for name, parts in _parts_of(other).items() if name in docnames})
 
 
 def _on_doctree_read(app: Sphinx, doctree: nodes.document) -> None:
@@ -325,4 +406,10 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("source-read", _on_source_read)
     app.connect("doctree-read", _on_doctree_read)
     app.connect("build-finished", _on_build_finished)
+    app.connect("doctree-resolved", _fill_execution_tables)
+    app.connect("env-get-outdated", _outdated_with_every_build)
+    app.connect("env-purge-doc", _purge)
+    app.connect("env-merge-info", _merge)
+    app.add_node(execution_table)
+    app.add_directive("rosetta-execution-table", ExecutionTableDirective)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}
