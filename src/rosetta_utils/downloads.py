@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import FRAMEWORK_TITLES, FRAMEWORKS
-from .page import Page
+from .page import Page, PageError
 
 #: Where the built site serves the downloads, relative to its root.
 SITE_FOLDER = "downloads"
@@ -121,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import nbformat
 
-    notebook = download_notebook(Page.read(args.page), args.framework)
+    try:
+        notebook = download_notebook(Page.read(args.page), args.framework)
+    except PageError as error:
+        parser.exit(2, f"error: {error}\n")
     sys.stdout.write(download_script(notebook) if args.script else nbformat.writes(notebook))
     return 0
 

@@ -1,0 +1,68 @@
+"""Each framework's download of a page: what it holds, and that it runs on its own."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import code_cell, myst_page
+from rosetta_utils.downloads import download_notebook, download_script, main, write_downloads
+from rosetta_utils.one_framework import environment
+from rosetta_utils.page import Page, PageError
+
+ROOT = Path(__file__).parents[1]
+FIRST_PAGE = ROOT / "book" / "chapters" / "five_frameworks_one_computation.md"
+
+
+def test_a_download_for_a_framework_the_page_does_not_declare_is_an_error(write_page, capsys):
+    path = write_page("two.md", myst_page("Two", code_cell("x = 1", "jax"), front_matter_extra="frameworks: [jax]\n"))
+    with pytest.raises(PageError, match="does not declare 'pytorch'"):
+        download_notebook(Page.read(path), "pytorch")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path), "pytorch"])
+    assert exit_info.value.code == 2 and "does not declare 'pytorch'" in capsys.readouterr().err
+
+
+def test_a_download_opens_with_its_title_and_says_what_it_needs(write_page):
+    path = write_page("one.md", myst_page("One page", code_cell("x = 1", "mxnet")))
+    notebook = download_notebook(Page.read(path), "mxnet")
+    assert notebook.cells[0].source.startswith("# One page")
+    assert "MXNet (Gluon) part" in notebook.cells[1].source and "mxnet (1.9.1" in notebook.cells[1].source
+    assert notebook.cells[2].source == "x = 1" and "tags" not in notebook.cells[2].metadata
+
+
+def test_writing_the_downloads_writes_a_notebook_and_a_script_per_framework(write_page, tmp_path):
+    path = write_page("pair.md", myst_page("Pair", code_cell("a = 1", "pytorch"), code_cell("a = 2", "jax"),
+                                           front_matter_extra="frameworks: [pytorch, jax]\n"))
+    written = write_downloads(Page.read(path), tmp_path / "site")
+    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == [
+        "pair-jax.ipynb", "pair-jax.py", "pair-pytorch.ipynb", "pair-pytorch.py"]
+    assert "a = 2" in written["jax"]["script"].read_text() and "a = 1" not in written["jax"]["script"].read_text()
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "jax", "mxnet", "chainer"])
+def test_the_first_pages_scripts_run_alone_where_no_other_framework_imports(framework, tmp_path):
+    script = tmp_path / f"page-{framework}.py"  # as served: named after the page, not the module
+    script.write_text(download_script(download_notebook(Page.read(FIRST_PAGE), framework)))
+    done = subprocess.run([sys.executable, str(script)], env=environment(framework), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "forward + backward:" in done.stdout
+
+
+def test_the_guard_refuses_every_other_framework_and_nothing_else():
+    code = (
+        "import importlib\n"
+        "for name in ['torch', 'tensorflow', 'keras', 'jax', 'flax', 'optax', 'mxnet', 'chainer']:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ModuleNotFoundError as error:\n"
+        "        assert 'refused' in str(error), error\n"
+        "        print('refused', name)\n"
+        "import numpy, rosetta_utils.data\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=environment("none"), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["refused", "torch", "refused", "tensorflow", "refused", "keras", "refused", "jax",
+                                   "refused", "flax", "refused", "optax", "refused", "mxnet", "refused", "chainer"]
