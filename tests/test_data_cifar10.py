@@ -19,6 +19,7 @@ import pytest
 
 from rosetta_utils import data
 from rosetta_utils.data import DataError, StandInWarning, cifar10
+from rosetta_utils.data.standins import synthetic_cifar10
 
 from conftest import snapshot
 from local_http_server import unused_port_url
@@ -274,9 +275,9 @@ def test_offline_without_cache_gives_a_labelled_learnable_stand_in(server, good,
 
 
 def test_stand_in_is_seeded():
-    a = data._synthetic_cifar10(seed=3, reason="test", n_train=200, n_test=50)
-    b = data._synthetic_cifar10(seed=3, reason="test", n_train=200, n_test=50)
-    c = data._synthetic_cifar10(seed=4, reason="test", n_train=200, n_test=50)
+    a = synthetic_cifar10(seed=3, reason="test", n_train=200, n_test=50)
+    b = synthetic_cifar10(seed=3, reason="test", n_train=200, n_test=50)
+    c = synthetic_cifar10(seed=4, reason="test", n_train=200, n_test=50)
     np.testing.assert_array_equal(a.x_train, b.x_train)
     np.testing.assert_array_equal(a.y_test, b.y_test)
     assert not np.array_equal(a.x_train, c.x_train)

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rosetta_utils import data
-from rosetta_utils.data import DataError, StandInWarning, imdb, pre_padded
+from rosetta_utils.data import DataError, StandInWarning, imdb, imdb_loader, pre_padded, safe_npz
+from rosetta_utils.data.standins import synthetic_imdb
 
 from conftest import snapshot
 from local_http_server import unused_port_url
@@ -392,7 +392,7 @@ def test_checksum_mismatch_of_a_download(server, good, tmp_path, monkeypatch, na
     cache = tmp_path / "cache"
     url, index_url = serve(server, good)
     for parser in ("_read_imdb_npz", "_read_word_index"):  # a file with the wrong checksum is never parsed
-        monkeypatch.setattr(data, parser, lambda *args: pytest.fail("parsed before its checksum was verified"))
+        monkeypatch.setattr(imdb_loader, parser, lambda *args: pytest.fail("parsed before its checksum was verified"))
     wrong = dict(sha256=sha(b"another file")) if name == "/imdb.npz" else dict(word_index_hash="md5:" + "0" * 32)
     kwargs = dict(sha256=good.sha256, word_index_hash=good.index_md5) | wrong
     with pytest.raises(DataError) as raised:
@@ -423,9 +423,9 @@ def test_tampered_cache_raises_and_is_never_parsed(server, good, tmp_path, monke
     def never(*args, **kwargs):
         raise AssertionError("an altered cache file was read")
 
-    monkeypatch.setattr(data, "_read_imdb_npz", never)
-    monkeypatch.setattr(data, "_ArrayUnpickler", never)
-    monkeypatch.setattr(data, "_read_word_index", never)
+    monkeypatch.setattr(imdb_loader, "_read_imdb_npz", never)
+    monkeypatch.setattr(safe_npz, "ArrayUnpickler", never)
+    monkeypatch.setattr(imdb_loader, "_read_word_index", never)
     monkeypatch.setattr(np, "load", never)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -494,9 +494,9 @@ def test_offline_without_cache_gives_a_labelled_learnable_stand_in(server, good,
 
 
 def test_stand_in_with_other_sizes_and_seeds():
-    a = data._synthetic_imdb(seed=3, reason="test", num_words=100, maxlen=20)
-    b = data._synthetic_imdb(seed=3, reason="test", num_words=100, maxlen=20)
-    c = data._synthetic_imdb(seed=4, reason="test", num_words=100, maxlen=20)
+    a = synthetic_imdb(seed=3, reason="test", num_words=100, maxlen=20)
+    b = synthetic_imdb(seed=3, reason="test", num_words=100, maxlen=20)
+    c = synthetic_imdb(seed=4, reason="test", num_words=100, maxlen=20)
     check_stand_in(a, "test", num_words=100, maxlen=20)
     np.testing.assert_array_equal(a.x_train, b.x_train)
     np.testing.assert_array_equal(a.len_test, b.len_test)
