@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 import pytest
 
-from rosetta_utils.frameworks import import_framework, is_installed
+from rosetta_utils.frameworks import is_installed
 from rosetta_utils.gru import (
     LBR,
     RB,
@@ -35,6 +37,24 @@ BATCH, STEPS, INPUT, HIDDEN = 3, 6, 5, 4
 EXACT = 1e-6
 
 x_data = np.random.default_rng(7).standard_normal((BATCH, STEPS, INPUT)).astype(np.float32)
+
+
+def import_mxnet():
+    """``mxnet``, imported with the two lines the pages carry (see the appendix)."""
+    np.bool = bool  # MXNet 1.9 uses numpy.bool, removed in numpy 1.24
+    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))  # else 1 thread
+    import mxnet
+
+    return mxnet
+
+
+def import_chainer():
+    """``chainer``; conftest already gave this process Python's own distutils."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "pkg_resources is deprecated")  # from Chainer's import
+        import chainer
+
+    return chainer
 
 
 # --------------------------------------------------------------------------
@@ -147,24 +167,29 @@ class Kind:
 # PyTorch
 def _torch_gru(bidirectional):
     def build():
-        torch = import_framework("pytorch")
+        import torch
+
         return torch.nn.GRU(INPUT, HIDDEN, batch_first=True, bidirectional=bidirectional)
 
     return build
 
 
 def _torch_run(layer, x):
-    torch = import_framework("pytorch")
+    import torch
+
     with torch.no_grad():
         return layer(torch.from_numpy(x))[0].numpy()
 
 
 def _torch_cell():
-    return import_framework("pytorch").nn.GRUCell(INPUT, HIDDEN)
+    import torch
+
+    return torch.nn.GRUCell(INPUT, HIDDEN)
 
 
 def _torch_cell_run(cell, x):
-    torch = import_framework("pytorch")
+    import torch
+
     h = torch.zeros(x.shape[0], HIDDEN)
     outputs = []
     with torch.no_grad():
@@ -177,7 +202,8 @@ def _torch_cell_run(cell, x):
 # Keras
 def _keras_gru(reset_after, bidirectional):
     def build():
-        keras = import_framework("tensorflow")
+        import keras
+
         layer = keras.layers.GRU(HIDDEN, return_sequences=True, reset_after=reset_after)
         if bidirectional:
             layer = keras.layers.Bidirectional(layer)
@@ -193,7 +219,8 @@ def _keras_run(layer, x):
 
 def _keras_cell(reset_after):
     def build():
-        keras = import_framework("tensorflow")
+        import keras
+
         cell = keras.layers.GRUCell(HIDDEN, reset_after=reset_after)
         cell.build((None, INPUT))
         return cell
@@ -214,7 +241,7 @@ def _keras_cell_run(cell, x):
 # MXNet
 def _mxnet_gru(bidirectional):
     def build():
-        import_framework("mxnet")
+        import_mxnet()
         from mxnet.gluon import rnn
 
         layer = rnn.GRU(HIDDEN, layout="NTC", bidirectional=bidirectional, input_size=INPUT)
@@ -225,12 +252,12 @@ def _mxnet_gru(bidirectional):
 
 
 def _mxnet_run(layer, x):
-    mx = import_framework("mxnet")
+    mx = import_mxnet()
     return layer(mx.nd.array(x)).asnumpy()
 
 
 def _mxnet_cell():
-    import_framework("mxnet")
+    import_mxnet()
     from mxnet.gluon import rnn
 
     cell = rnn.GRUCell(HIDDEN, input_size=INPUT)
@@ -239,7 +266,7 @@ def _mxnet_cell():
 
 
 def _mxnet_cell_run(cell, x):
-    mx = import_framework("mxnet")
+    mx = import_mxnet()
     h = mx.nd.zeros((x.shape[0], HIDDEN))
     outputs = []
     for t in range(x.shape[1]):
@@ -251,7 +278,7 @@ def _mxnet_cell_run(cell, x):
 # Chainer
 def _chainer_nstep(bidirectional):
     def build():
-        import_framework("chainer")
+        import_chainer()
         import chainer.links as L
 
         return (L.NStepBiGRU if bidirectional else L.NStepGRU)(1, INPUT, HIDDEN, 0.0)
@@ -260,13 +287,13 @@ def _chainer_nstep(bidirectional):
 
 
 def _chainer_nstep_run(layer, x):
-    import_framework("chainer")
+    import_chainer()
     _, ys = layer(None, [x[b] for b in range(x.shape[0])])
     return np.stack([y.array for y in ys])
 
 
 def _chainer_stateless():
-    import_framework("chainer")
+    import_chainer()
     import chainer.links as L
 
     return L.StatelessGRU(INPUT, HIDDEN)
@@ -282,14 +309,14 @@ def _chainer_stateless_run(link, x):
 
 
 def _chainer_stateful():
-    import_framework("chainer")
+    import_chainer()
     import chainer.links as L
 
     return L.GRU(INPUT, HIDDEN)
 
 
 def _chainer_stateful_run(link, x, start_from_zeros=True):
-    chainer = import_framework("chainer")
+    chainer = import_chainer()
     link.reset_state()
     if start_from_zeros:  # with h = None its first step skips the U biases (tested below)
         link.set_state(chainer.Variable(np.zeros((x.shape[0], HIDDEN), np.float32)))
@@ -298,7 +325,8 @@ def _chainer_stateful_run(link, x, start_from_zeros=True):
 
 # Flax nnx and linen
 def _nnx_cell(with_b_hn):
-    nnx = import_framework("jax")
+    from flax import nnx
+
     cell = nnx.GRUCell(INPUT, HIDDEN, rngs=nnx.Rngs(0))
     if with_b_hn:
         cell.dense_h = nnx.Linear(HIDDEN, 3 * HIDDEN, use_bias=True, rngs=nnx.Rngs(1))
@@ -307,7 +335,8 @@ def _nnx_cell(with_b_hn):
 
 def _nnx_build(wrapper, with_b_hn):
     def build():
-        nnx = import_framework("jax")
+        from flax import nnx
+
         if wrapper == "cell":
             return _nnx_cell(with_b_hn)
         if wrapper == "rnn":
@@ -335,7 +364,6 @@ def _nnx_run(layer, x):
 
 
 def _linen_build():
-    import_framework("jax")
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
@@ -344,7 +372,6 @@ def _linen_build():
 
 
 def _linen_run(variables, x):
-    import_framework("jax")
     import flax.linen as nn
     import jax.numpy as jnp
 
@@ -614,7 +641,8 @@ def test_weights_must_fit_the_layer():
 
 @pytest.mark.skipif(not is_installed("pytorch"), reason="needs PyTorch")
 def test_unsupported_layers_are_named():
-    torch = import_framework("pytorch")
+    import torch
+
     with pytest.raises(GRUConversionError, match=r"unsupported layer type torch\.nn\.modules\.rnn\.LSTM"):
         get_weights(torch.nn.LSTM(INPUT, HIDDEN))
     with pytest.raises(GRUConversionError, match=r"torch\.nn\.modules\.rnn\.GRU \(num_layers=2"):
@@ -630,7 +658,8 @@ def test_unsupported_layers_are_named():
 
 @pytest.mark.skipif(not is_installed("tensorflow"), reason="needs TensorFlow")
 def test_keras_layers_must_be_built():
-    keras = import_framework("tensorflow")
+    import keras
+
     with pytest.raises(GRUConversionError, match="not built yet"):
         set_weights(keras.layers.GRU(HIDDEN), BASE[(LBR, 1)])
     with pytest.raises(GRUConversionError, match="not built yet"):
@@ -641,7 +670,7 @@ def test_keras_layers_must_be_built():
 
 @pytest.mark.skipif(not is_installed("mxnet"), reason="needs MXNet")
 def test_mxnet_deferred_initialization_is_a_clear_error():
-    import_framework("mxnet")
+    import_mxnet()
     from mxnet.gluon import rnn
 
     layer = rnn.GRU(HIDDEN, layout="NTC")  # no input_size: Gluon learns it from the first input
@@ -713,7 +742,8 @@ def test_chainer_nstep_links_and_stateful_first_step():
 
 @pytest.mark.skipif(not is_installed("jax"), reason="needs Flax")
 def test_nnx_gru_cell_has_no_b_hn():
-    nnx = import_framework("jax")
+    from flax import nnx
+
     cell = nnx.GRUCell(INPUT, HIDDEN, rngs=nnx.Rngs(0))
     assert cell.dense_h.bias is None
     assert set(nnx.state(cell)) == {"dense_i", "dense_h"}
@@ -737,7 +767,8 @@ def test_linen_params_keep_their_nesting_and_mapping_type():
 
 @pytest.mark.skipif(not is_installed("tensorflow"), reason="needs TensorFlow")
 def test_keras_gru_options_that_change_the_function():
-    keras = import_framework("tensorflow")
+    import keras
+
     relu = keras.layers.GRU(HIDDEN, activation="relu")
     relu.build((None, STEPS, INPUT))
     with pytest.raises(GRUConversionError, match="activation='relu'"):
@@ -755,10 +786,40 @@ def test_keras_gru_options_that_change_the_function():
 
 @pytest.mark.skipif(not is_installed("chainer"), reason="needs Chainer")
 def test_chainer_uninitialized_link_is_a_clear_error():
-    import_framework("chainer")
+    import_chainer()
     import chainer.links as L
 
     with pytest.raises(GRUConversionError, match="not initialized"):
         get_weights(L.StatelessGRU(None, HIDDEN))
     with pytest.raises(GRUConversionError, match=r"n_layers=2"):
         get_weights(L.NStepGRU(2, INPUT, HIDDEN, 0.0))
+
+
+def test_a_converter_needs_only_its_own_framework():
+    """Under the book's one-framework guard, a PyTorch GRU converts: nothing else is imported."""
+    from rosetta_utils.one_framework import environment
+
+    code = (
+        "import sys, torch\n"
+        "from rosetta_utils.gru import get_weights, random_gru_weights, set_weights\n"
+        "layer = set_weights(torch.nn.GRU(5, 4), random_gru_weights(5, 4))\n"
+        "others = [m for m in ('tensorflow', 'keras', 'jax', 'flax', 'mxnet', 'chainer') if m in sys.modules]\n"
+        "print(sorted(get_weights(layer)), others)"
+    )
+    if not is_installed("pytorch"):
+        pytest.skip("needs PyTorch")
+    done = subprocess.run([sys.executable, "-c", code], env=environment("pytorch"), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "['flavor', 'forward'] []"
+
+
+def test_backends_hold_no_gru_code():
+    """The backends (device, threads, synchronisation) import nothing of rosetta_utils.gru."""
+    code = (
+        "import sys\n"
+        "import rosetta_utils.backends.pytorch, rosetta_utils.backends.tensorflow, rosetta_utils.backends.jax\n"
+        "import rosetta_utils.backends.mxnet, rosetta_utils.backends.chainer\n"
+        "print([m for m in sys.modules if m.startswith('rosetta_utils.gru')])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

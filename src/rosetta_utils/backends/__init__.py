@@ -1,17 +1,24 @@
 """One small module per framework: what it runs on, how many threads, how to wait for it.
 
 ``backend("pytorch")`` returns :mod:`rosetta_utils.backends.pytorch`, and so on.
-Each module imports its framework (through :mod:`rosetta_utils.frameworks`)
-only when one of its functions is called, and offers the same functions:
+Each module offers the same functions:
 
 ``version()``
     the framework's version and those of its main companions, as a dict;
 ``device()``
     where the framework puts new arrays, e.g. ``"cpu"`` or ``"cuda:0 (NVIDIA H200)"``;
 ``threads()``
-    how many CPU threads its kernels use;
+    how many CPU threads its kernels use, as the framework reports it;
 ``synchronize(value)``
     block until ``value`` (and all work queued before it) is really computed.
+
+They use the framework the page already imported (an ``import`` finds it in
+``sys.modules``, so the one-framework guard of
+:mod:`rosetta_utils.one_framework` never sees it again). Only when a function is
+called before anything imported the framework does the module import it,
+with the same lines the pages carry for MXNet and Chainer (see the appendix
+"Running retired frameworks today"). Importing this package imports no
+framework.
 """
 
 from __future__ import annotations

@@ -1,21 +1,37 @@
-"""Chainer: device, threads and synchronization."""
+"""Chainer: version, device, threads and synchronization."""
 
 from __future__ import annotations
 
+import sys
+import types
+import warnings
 from typing import Any
 
-from ..frameworks import import_framework
+from ..frameworks import _use_stdlib_distutils
+
+
+def _chainer() -> types.ModuleType:
+    """The ``chainer`` the page imported; else imported here after the page's two lines."""
+    loaded = sys.modules.get("chainer")
+    if loaded is not None:
+        return loaded
+    _use_stdlib_distutils()  # Chainer 7 needs Python's own distutils
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "pkg_resources is deprecated")  # from Chainer's import
+        import chainer
+
+    return chainer
 
 
 def version() -> dict[str, str]:
-    chainer = import_framework("chainer")
+    chainer = _chainer()
     import numpy
 
     return {"chainer": chainer.__version__, "numpy": numpy.__version__}
 
 
 def device() -> str:
-    chainer = import_framework("chainer")
+    chainer = _chainer()
     if chainer.backends.cuda.available:
         return "gpu:0 (CuPy)"
     return "cpu"
@@ -23,7 +39,6 @@ def device() -> str:
 
 def threads() -> int:
     """Chainer on CPU computes with numpy, whose BLAS sets the thread count."""
-    import_framework("chainer")
     from threadpoolctl import threadpool_info
 
     counts = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
@@ -32,142 +47,6 @@ def threads() -> int:
 
 def synchronize(value: Any = None) -> None:
     """CuPy kernels run asynchronously; numpy on the CPU is already synchronous."""
-    chainer = import_framework("chainer")
+    chainer = _chainer()
     if chainer.backends.cuda.available:
         chainer.backends.cuda.cupy.cuda.Stream.null.synchronize()
-
-
-# --- GRU weights (rosetta_utils.gru) ---
-# NStepGRU / NStepBiGRU: child link 2·layer + direction holds w0..w2 (input side,
-# gates r, z, n), w3..w5 (hidden side) and b0..b5, each (H, in) or (H,): an LBR GRU.
-# StatelessGRU / StatefulGRU (L.GRU): six Linear links W_r, W_z, W, U_r, U_z, U
-# computing an RB GRU with h' = (1 - z) h + z n, i.e. with z negated.
-
-
-def _gru_kind(layer: Any) -> str:
-    import_framework("chainer")
-    import chainer.links as L
-
-    from ..gru import unsupported
-
-    if isinstance(layer, (L.NStepGRU, L.NStepBiGRU)):
-        directions = 2 if isinstance(layer, L.NStepBiGRU) else 1
-        if len(layer) != directions:
-            raise unsupported(layer, f"n_layers={len(layer) // directions}; only single-layer GRUs are handled")
-        return "nstep"
-    if isinstance(layer, (L.StatelessGRU, L.StatefulGRU)):
-        return "linear"
-    raise unsupported(layer)
-
-
-def _require_initialized(layer: Any) -> None:
-    from ..gru import GRUConversionError
-
-    for name, parameter in layer.namedparams():
-        if parameter.array is None:
-            raise GRUConversionError(
-                f"the parameters of {type(layer).__name__} are not initialized yet ({name} has no array): "
-                "give the input size when creating the link, or run it once on an input"
-            )
-
-
-def gru_info(layer: Any) -> dict[str, Any]:
-    from ..gru import LBR, RB
-
-    kind = _gru_kind(layer)
-    _require_initialized(layer)
-    if kind == "nstep":
-        first = layer[0]
-        return {
-            "flavor": LBR,
-            "directions": len(layer),
-            "input_size": int(first.w0.shape[1]),
-            "hidden_size": int(first.w0.shape[0]),
-            "holds_b_hn": True,
-            "has_bias": True,
-        }
-    return {
-        "flavor": RB,
-        "directions": 1,
-        "input_size": int(layer.W.W.shape[1]),
-        "hidden_size": int(layer.W.W.shape[0]),
-        "holds_b_hn": True,
-        "has_bias": all(getattr(link, "b", None) is not None for link in _linear_links(layer)),
-    }
-
-
-def _linear_links(layer: Any) -> tuple[Any, ...]:
-    """W_r, W_z, W, U_r, U_z, U: input side then hidden side, gates r, z, n."""
-    return (layer.W_r, layer.W_z, layer.W, layer.U_r, layer.U_z, layer.U)
-
-
-def _to_numpy(array: Any) -> Any:
-    import chainer
-
-    return chainer.backend.CpuDevice().send(array)
-
-
-def gru_weights(layer: Any) -> dict[str, Any]:
-    """Canonical weights of a Chainer NStepGRU/NStepBiGRU (n_layers=1), StatelessGRU or GRU."""
-    import numpy
-
-    from ..gru import as_float32
-
-    info = gru_info(layer)
-    weights: dict[str, Any] = {}
-    if _gru_kind(layer) == "nstep":
-        for direction, link in zip(("forward", "backward"), layer):
-            w = [_to_numpy(getattr(link, f"w{i}").array) for i in range(6)]
-            b = [_to_numpy(getattr(link, f"b{i}").array) for i in range(6)]
-            weights[direction] = {
-                "weight_ih": as_float32(numpy.concatenate(w[:3])),
-                "weight_hh": as_float32(numpy.concatenate(w[3:])),
-                "bias_ih": as_float32(numpy.concatenate(b[:3])),
-                "bias_hh": as_float32(numpy.concatenate(b[3:])),
-            }
-    else:
-        hidden = info["hidden_size"]
-        matrices, biases = [], []
-        for index, link in enumerate(_linear_links(layer)):
-            sign = -1.0 if index in (1, 4) else 1.0  # the z gate is stored negated
-            matrices.append(sign * _to_numpy(link.W.array))
-            bias = numpy.zeros(hidden, numpy.float32) if link.b is None else _to_numpy(link.b.array)
-            biases.append(sign * bias)
-        weights["forward"] = {
-            "weight_ih": as_float32(numpy.concatenate(matrices[:3])),
-            "weight_hh": as_float32(numpy.concatenate(matrices[3:])),
-            "bias_ih": as_float32(numpy.concatenate(biases[:3])),
-            "bias_hh": as_float32(numpy.concatenate(biases[3:])),
-        }
-    weights["flavor"] = info["flavor"]
-    return weights
-
-
-def _assign(parameter: Any, value: Any) -> None:
-    import chainer
-
-    parameter.array[...] = chainer.backend.get_device_from_array(parameter.array).send(value)
-
-
-def load_gru_weights(layer: Any, weights: dict[str, Any]) -> Any:
-    """Copy canonical weights (already fitted to the layer's flavor) into its parameters."""
-    import numpy
-
-    gru_info(layer)  # checks the kind and that the parameters exist
-    if _gru_kind(layer) == "nstep":
-        for direction, link in zip(("forward", "backward"), layer):
-            canonical = weights[direction]
-            for i, block in enumerate(numpy.split(canonical["weight_ih"], 3) + numpy.split(canonical["weight_hh"], 3)):
-                _assign(getattr(link, f"w{i}"), block)
-            for i, block in enumerate(numpy.split(canonical["bias_ih"], 3) + numpy.split(canonical["bias_hh"], 3)):
-                _assign(getattr(link, f"b{i}"), block)
-        return layer
-    canonical = weights["forward"]
-    matrices = numpy.split(canonical["weight_ih"], 3) + numpy.split(canonical["weight_hh"], 3)
-    biases = numpy.split(canonical["bias_ih"], 3) + numpy.split(canonical["bias_hh"], 3)
-    for index, link in enumerate(_linear_links(layer)):
-        sign = numpy.float32(-1.0 if index in (1, 4) else 1.0)
-        _assign(link.W, sign * matrices[index])
-        if link.b is not None:
-            _assign(link.b, sign * biases[index])
-    return layer

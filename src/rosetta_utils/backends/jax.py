@@ -1,14 +1,13 @@
-"""JAX with Flax: device, threads and synchronization."""
+"""JAX with Flax: version, device, threads and synchronization."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..frameworks import import_framework, usable_cores
+from ..frameworks import usable_cores
 
 
 def version() -> dict[str, str]:
-    import_framework("jax")
     import flax
     import jax
 
@@ -16,7 +15,6 @@ def version() -> dict[str, str]:
 
 
 def device() -> str:
-    import_framework("jax")
     import jax
 
     first = jax.devices()[0]
@@ -27,214 +25,14 @@ def device() -> str:
 
 def threads() -> int:
     """XLA's CPU client runs its Eigen thread pool on every usable core."""
-    import_framework("jax")
     return usable_cores()
 
 
 def synchronize(value: Any = None) -> None:
     """JAX dispatches asynchronously on every device, CPU included: wait for ``value``."""
-    import_framework("jax")
     import jax
 
     if value is not None:
         jax.block_until_ready(value)
     else:
         jax.effects_barrier()
-
-
-# --- GRU weights (rosetta_utils.gru) ---
-# flax.nnx.GRUCell: dense_i (I, 3H) with bias and dense_h (H, 3H) without bias,
-# x·K with gates r, z, n in column blocks: an LBR GRU whose b_hn is missing, so
-# b_hr and b_hz live in dense_i's bias. Given a dense_h with a bias, it is exact.
-# flax.linen.GRUCell params: six Dense layers ir, iz, in (with bias), hr, hz
-# (without), hn (with bias).
-
-_LINEN_NAMES = ("ir", "iz", "in", "hr", "hz", "hn")
-
-
-def _nnx_cells(layer: Any) -> dict[str, Any]:
-    nnx = import_framework("jax")
-    import jax
-
-    from ..gru import unsupported
-
-    def cell_of(module: Any) -> Any:
-        if isinstance(module, nnx.RNN):
-            module = module.cell
-        if not isinstance(module, nnx.GRUCell):
-            raise unsupported(layer, f"it holds a {type(module).__name__}, not a GRUCell")
-        if module.gate_fn is not jax.nn.sigmoid and module.gate_fn is not nnx.sigmoid:
-            raise unsupported(layer, "its gate_fn is not sigmoid")
-        if module.activation_fn is not jax.numpy.tanh and module.activation_fn is not nnx.tanh:
-            raise unsupported(layer, "its activation_fn is not tanh")
-        return module
-
-    if isinstance(layer, nnx.Bidirectional):
-        return {"forward": cell_of(layer.forward_rnn), "backward": cell_of(layer.backward_rnn)}
-    if isinstance(layer, (nnx.RNN, nnx.GRUCell)):
-        return {"forward": cell_of(layer)}
-    raise unsupported(layer)
-
-
-def _dense_h_bias(cell: Any) -> Any:
-    bias = getattr(cell.dense_h, "bias", None)
-    return None if bias is None or getattr(bias, "value", bias) is None else bias
-
-
-def gru_info(layer: Any) -> dict[str, Any]:
-    """flax.nnx: LBR; it holds b_hn only if every cell's dense_h was given a bias."""
-    from ..gru import LBR
-
-    cells = _nnx_cells(layer)
-    forward = cells["forward"]
-    return {
-        "flavor": LBR,
-        "directions": len(cells),
-        "input_size": int(forward.in_features),
-        "hidden_size": int(forward.hidden_features),
-        "holds_b_hn": all(_dense_h_bias(cell) is not None for cell in cells.values()),
-        "has_bias": True,
-    }
-
-
-def gru_weights(layer: Any) -> dict[str, Any]:
-    """Canonical weights of an nnx.GRUCell, nnx.RNN(GRUCell) or nnx.Bidirectional of two."""
-    import numpy
-
-    from ..gru import LBR, as_float32
-
-    weights: dict[str, Any] = {}
-    for direction, cell in _nnx_cells(layer).items():
-        hidden = int(cell.hidden_features)
-        bias_h = _dense_h_bias(cell)
-        weights[direction] = {
-            "weight_ih": as_float32(numpy.asarray(cell.dense_i.kernel.value).T),
-            "weight_hh": as_float32(numpy.asarray(cell.dense_h.kernel.value).T),
-            "bias_ih": as_float32(numpy.asarray(cell.dense_i.bias.value)),
-            "bias_hh": as_float32(
-                numpy.zeros(3 * hidden, numpy.float32) if bias_h is None else numpy.asarray(bias_h.value)
-            ),
-        }
-    weights["flavor"] = LBR
-    return weights
-
-
-def load_gru_weights(layer: Any, weights: dict[str, Any]) -> Any:
-    """Set canonical LBR weights; without a dense_h bias, b_hr and b_hz go into dense_i's bias
-    (they add up) and b_hn must already be zero (rosetta_utils.gru checks it)."""
-    import jax.numpy as jnp
-    import numpy
-
-    for direction, cell in _nnx_cells(layer).items():
-        canonical = weights[direction]
-        hidden = int(cell.hidden_features)
-        bias_h = _dense_h_bias(cell)
-        cell.dense_i.kernel.value = jnp.asarray(numpy.ascontiguousarray(canonical["weight_ih"].T))
-        cell.dense_h.kernel.value = jnp.asarray(numpy.ascontiguousarray(canonical["weight_hh"].T))
-        if bias_h is None:
-            if numpy.any(canonical["bias_hh"][2 * hidden :] != 0):
-                from ..gru import GRUConversionError
-
-                raise GRUConversionError("this nnx.GRUCell has no dense_h bias to hold a non-zero b_hn")
-            folded = canonical["bias_ih"].copy()
-            folded[: 2 * hidden] += canonical["bias_hh"][: 2 * hidden]
-            cell.dense_i.bias.value = jnp.asarray(folded)
-        else:
-            cell.dense_i.bias.value = jnp.asarray(canonical["bias_ih"])
-            bias_h.value = jnp.asarray(canonical["bias_hh"])
-    return layer
-
-
-def _linen_inner(params: Any) -> Any:
-    return params["params"] if "params" in params and len(params) == 1 else params
-
-
-def linen_gru_info(params: Any) -> dict[str, Any]:
-    """A flax.linen GRUCell params dict: LBR, with b_hn (in "hn") and b_hr + b_ir folded in "ir"."""
-    from ..gru import LBR, GRUConversionError
-
-    inner = _linen_inner(params)
-    try:
-        kernel = inner["ir"]["kernel"]
-        for name in _LINEN_NAMES:
-            inner[name]["kernel"]
-        for name in ("ir", "iz", "in", "hn"):
-            inner[name]["bias"]
-    except (KeyError, TypeError) as error:
-        raise GRUConversionError(
-            f"not a flax.linen GRUCell params dict: missing {error}; expected "
-            "{'ir': {'kernel', 'bias'}, 'iz': ..., 'in': ..., 'hr': {'kernel'}, 'hz': ..., 'hn': {'kernel', 'bias'}}"
-        ) from None
-    return {
-        "flavor": LBR,
-        "directions": 1,
-        "input_size": int(kernel.shape[0]),
-        "hidden_size": int(kernel.shape[1]),
-        "holds_b_hn": True,
-        "has_bias": True,
-    }
-
-
-def linen_gru_weights(params: Any) -> dict[str, Any]:
-    """Canonical weights of a flax.linen GRUCell params dict (b_hr, b_hz read as zero)."""
-    import numpy
-
-    from ..gru import LBR, as_float32
-
-    info = linen_gru_info(params)
-    inner = _linen_inner(params)
-    zeros = numpy.zeros(info["hidden_size"], numpy.float32)
-
-    def rows(names: tuple[str, ...], part: str) -> Any:
-        blocks = []
-        for name in names:
-            if part == "kernel":
-                blocks.append(numpy.asarray(inner[name]["kernel"]).T)
-            else:
-                blocks.append(numpy.asarray(inner[name]["bias"]) if "bias" in inner[name] else zeros)
-        return as_float32(numpy.concatenate(blocks))
-
-    return {
-        "forward": {
-            "weight_ih": rows(("ir", "iz", "in"), "kernel"),
-            "weight_hh": rows(("hr", "hz", "hn"), "kernel"),
-            "bias_ih": rows(("ir", "iz", "in"), "bias"),
-            "bias_hh": rows(("hr", "hz", "hn"), "bias"),
-        },
-        "flavor": LBR,
-    }
-
-
-def load_linen_gru_weights(params: Any, weights: dict[str, Any]) -> Any:
-    """New flax.linen GRUCell params (same nesting and mapping type) holding canonical weights."""
-    import_framework("jax")
-    import jax.numpy as jnp
-    import numpy
-
-    linen_gru_info(params)
-    canonical = weights["forward"]
-    w_i = numpy.split(canonical["weight_ih"], 3)
-    w_h = numpy.split(canonical["weight_hh"], 3)
-    b_i = numpy.split(canonical["bias_ih"], 3)
-    b_h = numpy.split(canonical["bias_hh"], 3)
-
-    def dense(kernel: Any, bias: Any = None) -> dict[str, Any]:
-        entry = {"kernel": jnp.asarray(numpy.ascontiguousarray(kernel.T))}
-        if bias is not None:
-            entry["bias"] = jnp.asarray(bias)
-        return entry
-
-    inner = {
-        "ir": dense(w_i[0], b_i[0] + b_h[0]),
-        "iz": dense(w_i[1], b_i[1] + b_h[1]),
-        "in": dense(w_i[2], b_i[2]),
-        "hr": dense(w_h[0]),
-        "hz": dense(w_h[1]),
-        "hn": dense(w_h[2], b_h[2]),
-    }
-    result: Any = {"params": inner} if _linen_inner(params) is not params else inner
-    try:
-        from flax.core import FrozenDict
-    except ImportError:  # pragma: no cover
-        return result
-    return FrozenDict(result) if isinstance(params, FrozenDict) else result
