@@ -1,7 +1,10 @@
-"""The environment report: versions, device and threads per framework, CPU and GPU.
+"""The environment report: the machine (CPU, cores, GPU, profile) and, per framework,
+its versions, device and threads.
 
-Each page shows it where the reader sees it, so that every number on the page
-can be read against the machine that produced it.
+Each page prints :func:`machine_lines` where the reader sees it, so that every
+number on the page can be read against the machine that produced it; the
+book build records :func:`report_framework` after each framework's part of a
+page (:mod:`rosetta_utils.tab_results`).
 """
 
 from __future__ import annotations
@@ -9,9 +12,8 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
-from . import FRAMEWORK_TITLES, FRAMEWORKS
+from . import FRAMEWORK_TITLES
 from .backends import backend
 from .frameworks import usable_cores
 from .profile import describe_profile
@@ -27,11 +29,12 @@ class FrameworkReport:
     def line(self) -> str:
         """One line for a page, e.g. ``PyTorch: torch 2.13.0 on cpu, 2 threads``."""
         versions = ", ".join(f"{name} {version}" for name, version in self.versions.items())
-        return f"{FRAMEWORK_TITLES[self.framework]}: {versions} on {self.device}, {self.threads} threads"
+        threads = f"{self.threads} thread{'s' if self.threads != 1 else ''}"
+        return f"{FRAMEWORK_TITLES[self.framework]}: {versions} on {self.device}, {threads}"
 
 
 def report_framework(name: str) -> FrameworkReport:
-    """Import ``name`` (with its fixes) and report where and how it runs."""
+    """Where and how framework ``name`` runs in this process (see :mod:`rosetta_utils.backends`)."""
     helpers = backend(name)
     return FrameworkReport(name, helpers.version(), helpers.device(), helpers.threads())
 
@@ -63,9 +66,3 @@ def machine_lines() -> list[str]:
         describe_profile(),
     ]
 
-
-def environment_report(frameworks: Iterable[str] = FRAMEWORKS) -> str:
-    """The whole report as text: machine, then one line per framework."""
-    lines = machine_lines()
-    lines += [report_framework(name).line() for name in frameworks]
-    return "\n".join(lines)
