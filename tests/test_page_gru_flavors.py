@@ -1,168 +1,337 @@
-"""The GRU flavors page's claims, checked through the code it shows (the chapter loader).
+"""The GRU flavors page's claims, checked through the code it shows.
 
-Each installed framework's run of the page goes up to its Timing section
-(Setup, Data, Model, Training, Evaluation, Equivalence) in the smoke profile;
-the tests read what the page measured and call the page's own functions on
-fresh inputs and weights.
+Each installed framework's part of the page runs in its own process, as in the
+book build (``run_framework_parts``), and the page's comparison cells run on
+what the parts left (``load_comparisons``): the tests read the page's tables
+and feed each of its checks a wrong case. The tabs' own functions
+(``make_layer``, ``inference_outputs``, ``forward_kept_bytes``) are then
+called on fresh inputs and weights through ``load_chapter``, all frameworks
+in this one process, so that weights can also be moved literally from one
+framework's layer into another's, which the page itself does through
+canonical numpy weights.
 """
 
+import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import run_page_offline
 from rosetta_utils import FRAMEWORKS
+from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.gru import LBR, RB, GRUConversionError, random_gru_weights, set_weights
+from rosetta_utils.gru import RB, GRUConversionError, get_weights, random_gru_weights, set_weights
+from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "gru_flavors.md"
 INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 FLOAT32_EXACT = 1e-6  # what "exact" means for float32 outputs of a few steps
 CLEAR_MARGIN = 1e-2  # the other family must be at least this far away
-FAMILY = {"LBR": LBR, "LBR without b_hn": LBR, "RB": RB}
+#: Each framework's layer kinds and the flavor each claims, as the page's table says.
+EXPECTED_KINDS = {
+    "pytorch": {"nn.GRU": "LBR", "nn.GRUCell": "LBR"},
+    "tensorflow": {"GRU(reset_after=True)": "LBR", "GRUCell(reset_after=True)": "LBR",
+                   "GRU(reset_after=False)": "RB"},
+    "jax": {"nnx.RNN(nnx.GRUCell)": "LBR without b_hn", "nnx.GRUCell": "LBR without b_hn",
+            "nnx.GRUCell + dense_h bias": "LBR", "linen.GRUCell": "LBR"},
+    "mxnet": {"gluon.rnn.GRU": "LBR", "gluon.rnn.GRUCell": "LBR"},
+    "chainer": {"L.NStepGRU": "LBR", "L.StatelessGRU": "RB"},
+}
 
 
 @pytest.fixture(scope="module")
-def runs():
-    """What each framework's run of the page produced, with the functions it defined."""
-    return run_page_offline(PAGE, INSTALLED, (
-        "KINDS", "FUSED_KIND", "CELL_KIND", "flavor_checks", "conversions", "approximations",
-        "APPROXIMATION_SCALES", "round_trips", "kept_memory", "onednn_calls", "HIDDEN_STATE_BYTES",
-        "chainer_checks", "make_layer", "inference_outputs", "forward_kept_bytes", "without_b_hn",
-        "numpy_gru", "gru_lbr_step", "gru_rb_step", "gru_rb_z_flipped_step", "max_difference",
-        "SMALL_INPUT", "SMALL_HIDDEN", "INPUT", "HIDDEN", "exported", "gate_orders",
-    ))
+def results_dir(tmp_path_factory):
+    """Smoke profile, offline, records into a temporary folder, for the whole module."""
+    patch = pytest.MonkeyPatch()
+    folder = tmp_path_factory.mktemp("gru-flavors-results")
+    patch.setenv("ROSETTA_PROFILE", "smoke")
+    patch.setenv("ROSETTA_OFFLINE", "1")
+    patch.setenv("ROSETTA_BOOK_BUILD", "1")
+    patch.delenv("ROSETTA_PRETRAINED", raising=False)
+    patch.setenv("ROSETTA_RESULTS_DIR", str(folder))
+    patch.setenv("MPLBACKEND", "Agg")
+    # the MXNet tab sets it with setdefault: keep this process's value, restored at the end
+    patch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0)))))
+    yield folder
+    patch.undo()
+
+
+@pytest.fixture(scope="module")
+def results(results_dir):
+    """What each framework's part left, each run in its own process as in the build."""
+    return run_framework_parts(PAGE, INSTALLED)
+
+
+@pytest.fixture(scope="module")
+def comparison(results):
+    """The namespace of the page's comparison cells, run on the parts' results."""
+    return load_comparisons(PAGE, results)
+
+
+@pytest.fixture(scope="module")
+def parts(results_dir):
+    """Each framework's part up to its Evaluation section, in this process."""
+    return {framework: load_chapter(PAGE, framework, until="Evaluation") for framework in INSTALLED}
+
+
+def claimed_weights(part, claim, weights):
+    """``weights`` read as the flavor ``claim``, as the page's CANONICAL reads its own."""
+    return {"LBR": weights, "RB": {**weights, "flavor": RB},
+            "LBR without b_hn": part["without_b_hn"](weights)}[claim]
+
+
+# ---------------------------------------------------------------- flavors
+
+def test_each_part_names_the_kinds_the_table_lists(results):
+    for framework, run in results.items():
+        assert run["KINDS"] == EXPECTED_KINDS[framework]
+        assert set(run["LAYERS"]) == {"fused", "loop"} and set(run["LAYERS"].values()) <= set(run["KINDS"])
+
+
+def test_every_layer_kind_computes_the_flavor_it_claims(comparison):
+    rows = comparison["flavor_rows"]
+    assert [row[0] for row in rows] == [name for fw in INSTALLED for name in EXPECTED_KINDS[fw]]
+    for name, framework, claim, claimed, other, verdict in rows:
+        assert claimed <= FLOAT32_EXACT, f"{name} does not compute {claim}"
+        assert other >= CLEAR_MARGIN, f"{name} is not told apart from the other family"
+        assert verdict == "agrees", (name, verdict)
+
+
+def test_the_flavor_check_fails_a_layer_of_the_other_family(comparison):
+    ns = comparison
+    rb_outputs = ns["numpy_gru"](ns["gru_rb_step"], ns["x_small"], ns["CANONICAL"]["RB"])
+    claimed, other = ns["flavor_differences"](rb_outputs.astype(np.float32), "LBR")
+    assert claimed > CLEAR_MARGIN and other <= FLOAT32_EXACT
+    assert ns["flavor_verdict"](claimed, other).startswith("DIFFERS")
+    assert ns["flavor_verdict"](1e-8, 1e-4).startswith("NOT TOLD APART")
+    assert ns["flavor_verdict"](float("nan"), 0.5).startswith("DIFFERS")
+    assert ns["flavor_verdict"](1e-8, 0.5) == "agrees"
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_every_layer_kind_computes_the_flavor_it_claims(runs, framework):
-    run = runs[framework]
-    assert set(run["flavor_checks"]) == set(run["KINDS"]), "each framework's run checks exactly its own kinds"
-    for name, check in run["flavor_checks"].items():
-        assert check["claimed"] <= FLOAT32_EXACT, f"{name} does not compute {run['KINDS'][name]}"
-        assert check["other"] >= CLEAR_MARGIN, f"{name} is not told apart from the other family"
-
-
-@pytest.mark.parametrize("framework", INSTALLED)
-def test_the_pages_layers_match_numpy_on_fresh_weights_and_inputs(runs, framework):
-    run = runs[framework]
-    inputs, hidden = run["SMALL_INPUT"], run["SMALL_HIDDEN"]
+def test_the_tabs_layers_match_numpy_on_fresh_weights_and_inputs(parts, framework):
+    part = parts[framework]
+    inputs, hidden = part["SMALL_INPUT"], part["SMALL_HIDDEN"]
     x = np.random.default_rng(7).standard_normal((2, 4, inputs)).astype(np.float32)
     weights = random_gru_weights(inputs, hidden, seed=7, scale=0.8)
-    for name, claim in run["KINDS"].items():
-        claimed = {"LBR": weights, "RB": {**weights, "flavor": RB}, "LBR without b_hn": run["without_b_hn"](weights)}[claim]
-        step, other = (run["gru_rb_step"], run["gru_lbr_step"]) if claim == "RB" else (run["gru_lbr_step"], run["gru_rb_step"])
-        layer = set_weights(run["make_layer"](name), claimed)
-        outputs = run["inference_outputs"](layer, x)
+    for name, claim in part["KINDS"].items():
+        claimed = claimed_weights(part, claim, weights)
+        outputs = part["inference_outputs"](set_weights(part["make_layer"](name), claimed), x)
         assert outputs.shape == (2, 4, hidden)
-        assert run["max_difference"](outputs, run["numpy_gru"](step, x, claimed)) <= FLOAT32_EXACT, name
-        assert run["max_difference"](outputs, run["numpy_gru"](other, x, claimed)) >= CLEAR_MARGIN, name
+        difference, other = part["flavor_differences"](outputs, claim, x=x, weights=claimed)
+        assert difference <= FLOAT32_EXACT, name
+        assert other >= CLEAR_MARGIN, name
 
 
-def test_the_z_flip_is_a_sign_change_of_the_z_rows(runs):
-    run = next(iter(runs.values()))
+def test_the_z_flip_is_a_sign_change_of_the_z_rows(comparison):
+    ns = comparison
     weights = random_gru_weights(3, 4, seed=11, flavor=RB)
     flipped = {key: array.copy() for key, array in weights["forward"].items()}
     for key in flipped:
         flipped[key][4:8] *= -1  # the z rows (gates r, z, n, hidden size 4)
     x = np.random.default_rng(11).standard_normal((2, 5, 3)).astype(np.float32)
-    plain = run["numpy_gru"](run["gru_rb_step"], x, weights)
-    assert run["max_difference"](plain, run["numpy_gru"](run["gru_rb_z_flipped_step"], x, {"forward": flipped})) <= 1e-12
-    assert run["max_difference"](plain, run["numpy_gru"](run["gru_rb_z_flipped_step"], x, weights)) >= CLEAR_MARGIN
+    plain = ns["numpy_gru"](ns["gru_rb_step"], x, weights)
+    assert ns["max_abs_difference"](plain, ns["numpy_gru"](ns["gru_rb_z_flipped_step"], x, {"forward": flipped})) <= 1e-12
+    assert ns["max_abs_difference"](plain, ns["numpy_gru"](ns["gru_rb_z_flipped_step"], x, weights)) >= CLEAR_MARGIN
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
-def test_weights_come_back_with_the_same_effective_parameters(runs, framework):
-    run = runs[framework]
-    assert set(run["round_trips"]) == set(run["KINDS"])
-    for name, (flavor, difference) in run["round_trips"].items():
-        assert flavor == FAMILY[run["KINDS"][name]], name
-        assert difference == 0.0, f"{name} changed its weights on the way back"
-
-
-STORED_GATE_ORDER = {  # as the equations table of the page says
-    "GRU(reset_after=True)": "z, r, n", "GRUCell(reset_after=True)": "z, r, n", "GRU(reset_after=False)": "z, r, n",
-    "L.StatelessGRU": "r, -z, n",
-}
-
-
-@pytest.mark.parametrize("framework", INSTALLED)
-def test_the_gate_order_read_from_each_layer_is_the_one_the_table_gives(runs, framework):
-    run = runs[framework]
-    assert set(run["gate_orders"]) == set(run["KINDS"])
-    for name, order in run["gate_orders"].items():
-        assert order == STORED_GATE_ORDER.get(name, "r, z, n"), name
-
-
-@pytest.mark.parametrize("framework", INSTALLED)
-def test_the_conversion_matrix_is_exact_or_refused_for_the_right_reason(runs, framework):
-    run = runs[framework]
-    kinds = run["KINDS"]
-    entries = {(source, target): value for (source, target), value in run["conversions"].items() if target in kinds}
-    assert set(entries) == {(source, target) for source in run["exported"] for target in kinds}
-    for (source, target), value in entries.items():
-        source_claim, target_claim = kinds[source], kinds[target]
-        refusable = FAMILY[source_claim] != FAMILY[target_claim] or (
-            target_claim == "LBR without b_hn" and source_claim == "LBR")  # b_hn != 0 with nowhere to go
-        if refusable:
-            assert isinstance(value, GRUConversionError), f"{source} -> {target} should have been refused"
-        else:
-            assert isinstance(value, float) and value <= FLOAT32_EXACT, f"{source} -> {target}: {value}"
-
-
-@pytest.mark.parametrize("framework", INSTALLED)
-def test_forced_conversions_are_measurably_wrong_and_worse_with_larger_weights(runs, framework):
-    """approximate=True never gives the refused function back: every error is far above
-    float32 rounding, above 1e-3 from scale 0.25 on (at scale 0.1 the RB-into-LBR error
-    is about 9e-4), and it grows with the scale of the weights."""
-    run = runs[framework]
-    scales = run["APPROXIMATION_SCALES"]
-    assert set(run["approximations"]) == set(run["KINDS"])
-    for name, errors in run["approximations"].items():
-        assert len(errors) == len(scales)
-        assert all(error > 1e-5 for error in errors), name
-        assert all(error > 1e-3 for scale, error in zip(scales, errors) if scale >= 0.25), name
-        assert errors[-1] > 10 * errors[0], name
-
-
-@pytest.mark.parametrize("framework", INSTALLED)
-def test_a_training_mode_forward_keeps_more_than_an_inference_mode_one(runs, framework):
-    run = runs[framework]
-    hidden_states = run["HIDDEN_STATE_BYTES"]
-    for layer in ("fused", "loop"):
-        measured = run["kept_memory"][framework][layer]
-        assert hidden_states <= measured["inference"] < 3 * hidden_states, (layer, measured)
-        assert measured["training"] - measured["inference"] >= hidden_states, (layer, measured)
-
-
-@pytest.mark.parametrize("framework", INSTALLED)
-def test_the_memory_counter_on_fresh_data(runs, framework):
-    run = runs[framework]
-    x = np.random.default_rng(3).standard_normal((8, 12, run["INPUT"])).astype(np.float32)
-    output_bytes = 8 * 12 * run["HIDDEN"] * 4
-    layer = run["make_layer"](run["FUSED_KIND"], run["INPUT"], run["HIDDEN"])
-    training = run["forward_kept_bytes"](layer, x, True)
-    inference = run["forward_kept_bytes"](layer, x, False)
-    assert inference >= output_bytes
-    assert training > inference + output_bytes
-
-
-def test_the_onednn_log_shows_which_gru_runs_a_primitive(runs):
-    if "mxnet" in runs:
-        how, calls = runs["mxnet"]["onednn_calls"]["mxnet"]
-        assert {("forward_training", "lbr_gru"), ("forward_inference", "lbr_gru"), ("backward", "lbr_gru")} <= set(calls)
-    for framework in ("pytorch", "tensorflow", "jax", "chainer"):
-        if framework in runs:
-            how, calls = runs[framework]["onednn_calls"][framework]
-            assert calls == [], f"{framework}'s GRU ran oneDNN RNN primitives: {calls}"
-
-
-def test_chainer_stores_z_negated_and_its_stateful_gru_skips_biases_at_first(runs):
-    if "chainer" not in runs:
+def test_chainer_stores_z_negated_and_its_stateful_gru_skips_biases_at_first(parts):
+    if "chainer" not in parts:
         pytest.skip("Chainer is not installed")
-    checks = runs["chainer"]["chainer_checks"]
+    checks = parts["chainer"]["chainer_checks"]
     assert checks["raw links vs z flipped"] <= FLOAT32_EXACT
     assert checks["raw links vs plain RB"] >= CLEAR_MARGIN
     assert checks["L.GRU from set_state(zeros) vs RB"] <= FLOAT32_EXACT
     assert checks["L.GRU from h=None vs RB"] >= CLEAR_MARGIN
+
+
+# ---------------------------------------------------------------- layouts and round trips
+
+def test_weights_come_back_with_the_same_effective_parameters_and_the_tables_gate_order(comparison):
+    for name, framework, parameters, order, flavor, difference, verdict in comparison["layout_rows"]:
+        assert difference == 0.0, f"{name} changed its weights on the way back"
+        assert flavor == comparison["FAMILY"][EXPECTED_KINDS[framework][name]], name
+        assert order == comparison["TABLE_GATE_ORDER"].get(name, "r, z, n"), name
+        assert verdict == "agrees", (name, verdict)
+
+
+def test_the_layout_checks_fail_wrong_cases(comparison):
+    ns = comparison
+    weights = ns["CANONICAL"]["LBR"]
+    blocks = np.split(weights["forward"]["weight_ih"], 3)
+    assert ns["gate_order"]([blocks[1], blocks[0], -blocks[2]], weights) == "z, r, -n"
+    assert ns["gate_order"]([blocks[0] + 1, blocks[1], blocks[2]], weights) == "?, z, n"
+    assert ns["layout_verdict"]("nn.GRU", "r, z, n", ns["FAMILY"]["LBR"], 0.0) == "agrees"
+    if "tensorflow" in INSTALLED:
+        assert "not as the table says" in ns["layout_verdict"]("GRU(reset_after=True)", "r, z, n",
+                                                               ns["FAMILY"]["LBR"], 0.0)
+    assert "read back as" in ns["layout_verdict"]("nn.GRU", "r, z, n", RB, 0.0)
+    assert "effective parameters" in ns["layout_verdict"]("nn.GRU", "r, z, n", ns["FAMILY"]["LBR"], 1e-3)
+    changed = {"forward": {key: array.copy() for key, array in weights["forward"].items()},
+               "flavor": weights["flavor"]}
+    changed["forward"]["bias_hh"][-1] += 0.25  # b_hn, which an LBR layer must keep
+    assert ns["round_trip"](changed, "LBR")[1] == pytest.approx(0.25)
+    assert ns["round_trip"]({**weights, "flavor": RB}, "LBR")[1] == float("inf")
+
+
+# ---------------------------------------------------------------- the conversion matrix
+
+def test_the_conversion_matrix_is_exact_or_refused_where_the_flavors_say(comparison):
+    kinds, conversions = comparison["kinds"], comparison["conversions"]
+    assert set(conversions) == {(source, target) for source in kinds for target in kinds}
+    for (source, target), entry in conversions.items():
+        source_claim, target_claim = kinds[source][1], kinds[target][1]
+        refused = (comparison["FAMILY"][source_claim] != comparison["FAMILY"][target_claim]
+                   or (source_claim == "LBR" and target_claim == "LBR without b_hn"))
+        if refused:
+            assert isinstance(entry, str) and entry.startswith("refused: "), f"{source} -> {target}: {entry}"
+            because = "not diagonal" if comparison["FAMILY"][source_claim] != comparison["FAMILY"][target_claim] \
+                else "dense_h"
+            assert because in entry, entry
+        else:
+            assert isinstance(entry, float) and entry <= FLOAT32_EXACT, f"{source} -> {target}: {entry}"
+    assert comparison["conversion_failures"] == {}
+
+
+def test_the_conversion_verdict_fails_wrong_cases(comparison):
+    verdict = comparison["conversion_verdict"]
+    assert verdict("LBR", "RB", "refused: U_n is not diagonal") == "agrees"
+    assert verdict("LBR", "LBR without b_hn", "refused: dense_h") == "agrees"
+    assert verdict("LBR without b_hn", "LBR", 1e-7) == "agrees"
+    assert verdict("LBR", "RB", 0.0).startswith("DIFFERS")  # ran where the flavors refuse
+    assert verdict("RB", "RB", "refused: something").startswith("DIFFERS")
+    assert verdict("LBR", "LBR", 1e-3).startswith("DIFFERS")
+
+
+def test_a_moved_layer_that_computes_something_else_fails_the_matrix(comparison):
+    """The page's matrix entry is measured: perturb what one part left and the entry says so."""
+    ns = comparison
+    lbr = [name for name, (framework, claim) in ns["kinds"].items() if claim == "LBR"]
+    source, target = lbr[0], lbr[-1]
+    source_fw, target_fw = ns["kinds"][source][0], ns["kinds"][target][0]
+    key = (source, target) if source_fw == target_fw else ("LBR", target)
+    runs = ns["runs"]
+    original = runs[target_fw]
+    moved = dict(original.moved)
+    moved[key] = moved[key] + 1e-2
+    runs[target_fw] = TabRun(target_fw, {**original.as_dict(), "moved": moved})
+    try:
+        entry = ns["conversion"](source, target)
+    finally:
+        runs[target_fw] = original
+    assert entry == pytest.approx(1e-2, rel=1e-3)
+    assert ns["conversion_verdict"]("LBR", "LBR", entry).startswith("DIFFERS")
+
+
+def test_weights_move_literally_between_every_pair_of_frameworks(parts, comparison):
+    """What the page proves through canonical weights, done directly in one process: fresh
+    weights loaded into a layer of one framework, read back with get_weights, loaded into a
+    layer of every other; exact where the flavors allow, refused where they do not."""
+    layers = [(framework, name, claim) for framework in INSTALLED
+              for name, claim in parts[framework]["KINDS"].items()]
+    inputs, hidden = parts[INSTALLED[0]]["SMALL_INPUT"], parts[INSTALLED[0]]["SMALL_HIDDEN"]
+    x = np.random.default_rng(13).standard_normal((2, 5, inputs)).astype(np.float32)
+    fresh = random_gru_weights(inputs, hidden, seed=13, scale=0.6)
+    for source_fw, source, source_claim in layers:
+        part = parts[source_fw]
+        layer = set_weights(part["make_layer"](source), claimed_weights(part, source_claim, fresh))
+        expected, weights = part["inference_outputs"](layer, x), get_weights(layer)
+        for target_fw, target, target_claim in layers:
+            make_layer, inference_outputs = parts[target_fw]["make_layer"], parts[target_fw]["inference_outputs"]
+            if comparison["refusal_expected"](source_claim, target_claim):
+                with pytest.raises(GRUConversionError):
+                    set_weights(make_layer(target), weights)
+                continue
+            outputs = inference_outputs(set_weights(make_layer(target), weights), x)
+            difference = float(np.max(np.abs(outputs.astype(np.float64) - expected)))
+            assert difference <= FLOAT32_EXACT, f"{source} ({source_fw}) -> {target} ({target_fw}): {difference}"
+
+
+# ---------------------------------------------------------------- forced conversions
+
+def test_forced_conversions_are_measurably_wrong_and_worse_with_larger_weights(comparison):
+    """approximate=True never gives the refused function back: every error is far above
+    float32 rounding, above 1e-3 from scale 0.25 on (at scale 0.1 the RB-into-LBR error
+    is below 1e-3), and it grows with the scale of the weights."""
+    scales = comparison["APPROXIMATION_SCALES"]
+    forced = comparison["forced"]
+    assert set(forced) == set(comparison["kinds"])
+    for name, errors in forced.items():
+        assert len(errors) == len(scales)
+        assert all(error > 1e-5 for error in errors), name
+        assert all(error > 1e-3 for scale, error in zip(scales, errors) if scale >= 0.25), name
+        assert errors[-1] > 10 * errors[0], name
+        assert comparison["forced_verdict"](errors) == "never exact", name
+
+
+def test_the_forced_check_fails_an_exact_copy(comparison):
+    scales = comparison["APPROXIMATION_SCALES"]
+    errors = [1e-8] + [0.1] * (len(scales) - 1)
+    assert comparison["forced_verdict"](errors) == f"EXACT at scale {scales[0]}"
+
+
+# ---------------------------------------------------------------- kept memory and oneDNN
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_a_training_mode_forward_keeps_more_than_an_inference_mode_one(comparison, framework):
+    run = comparison["runs"][framework]
+    hidden_states = comparison["HIDDEN_STATE_BYTES"]
+    for layer in ("fused", "loop"):
+        measured = run.kept_memory[layer]
+        assert hidden_states <= measured["inference"] < 3 * hidden_states, (layer, measured)
+        assert measured["training"] - measured["inference"] >= hidden_states, (layer, measured)
+    verdicts = [row[-1] for row in comparison["memory_rows"] if row[0] == framework]
+    assert verdicts == ["agrees", "agrees"]
+
+
+def test_the_memory_check_fails_wrong_cases(comparison):
+    check, hidden_states = comparison["memory_verdict"], comparison["HIDDEN_STATE_BYTES"]
+    assert check(5 * hidden_states, hidden_states) == "agrees"
+    assert check(hidden_states, hidden_states).startswith("DIFFERS")  # nothing kept for backward
+    assert check(5 * hidden_states, hidden_states // 2).startswith("DIFFERS")  # output not counted
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_the_memory_counter_on_fresh_data(parts, framework):
+    part = parts[framework]
+    x = np.random.default_rng(3).standard_normal((8, 12, part["INPUT"])).astype(np.float32)
+    output_bytes = 8 * 12 * part["HIDDEN"] * 4
+    layer = part["make_layer"](part["LAYERS"]["fused"], part["INPUT"], part["HIDDEN"])
+    training = part["forward_kept_bytes"](layer, x, True)
+    inference = part["forward_kept_bytes"](layer, x, False)
+    assert inference >= output_bytes
+    assert training > inference + output_bytes
+
+
+def test_the_onednn_log_shows_which_gru_runs_a_primitive(comparison):
+    runs = comparison["runs"]
+    if "mxnet" in runs:
+        how, calls = runs["mxnet"].onednn_calls
+        assert {("forward_training", "lbr_gru"), ("forward_inference", "lbr_gru"),
+                ("backward", "lbr_gru")} <= {tuple(call) for call in calls}
+        assert comparison["primitive_verdict"](calls, "LBR") == "agrees"
+    for framework in ("pytorch", "tensorflow", "jax", "chainer"):
+        if framework in runs:
+            how, calls = runs[framework].onednn_calls
+            assert list(calls) == [], f"{framework}'s GRU ran oneDNN RNN primitives: {calls}"
+    wrong = [("forward_training", "vanilla_gru")]
+    assert comparison["primitive_verdict"](wrong, "LBR").startswith("DIFFERS")
+    assert comparison["primitive_verdict"](wrong, "RB") == "agrees"
+    assert comparison["primitive_verdict"]([], "LBR") == "no primitive"
+
+
+# ---------------------------------------------------------------- timing
+
+def test_fused_and_loop_times_are_measured_and_recorded(comparison, results_dir):
+    repeats = comparison["REPEATS"]
+    for framework, run in comparison["runs"].items():
+        for name in ("fused", "loop"):
+            seconds = run.step_seconds[name]
+            assert len(seconds) == repeats and all(second > 0 for second in seconds), (framework, name)
+    records = [json.loads(line) for line in (results_dir / "gru_flavors.jsonl").read_text().splitlines()]
+    assert {record["framework"] for record in records} == set(INSTALLED)
+    for record in records:
+        metrics = record["metrics"]
+        assert metrics["loop_over_fused"] == pytest.approx(metrics["loop_seconds"] / metrics["fused_seconds"])
+        assert record["config"]["steps"] == comparison["TIMING_STEPS"]
