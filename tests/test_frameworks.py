@@ -1,4 +1,5 @@
-"""Framework names, selection, and the imports with their compatibility fixes."""
+"""Framework names and selection, and the lines MXNet and Chainer need when they share a
+process with another framework (the appendix "Running retired frameworks today")."""
 
 import subprocess
 import sys
@@ -11,7 +12,6 @@ from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import (
     UnknownFrameworkError,
     check_framework,
-    import_framework,
     is_installed,
     parse_framework_list,
     selected_frameworks,
@@ -21,14 +21,32 @@ from rosetta_utils.frameworks import (
 INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 
 
-def run_python(code: str, **env: str) -> str:
+def run_child(code: str) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter without the variables that would choose threads or a
+    distutils for it (conftest sets SETUPTOOLS_USE_DISTUTILS for this process)."""
     import os
 
-    child_env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",)}
-    child_env.update(env)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env)
+    unset = ("OMP_NUM_THREADS", "SETUPTOOLS_USE_DISTUTILS")
+    child_env = {k: v for k, v in os.environ.items() if k not in unset}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env)
+
+
+def run_python(code: str) -> str:
+    done = run_child(code)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+#: The lines of a page's MXNet tab above ``import mxnet``, and of its Chainer tab above ``import chainer``.
+MXNET_LINES = (
+    "import os\nimport numpy as np\nnp.bool = bool\n"
+    "os.environ.setdefault('OMP_NUM_THREADS', str(len(os.sched_getaffinity(0))))\n"
+)
+NUMPY_BOOL_ONLY = "import numpy as np\nnp.bool = bool\n"
+CHAINER_LINES = (
+    "import warnings\nimport _distutils_hack\n_distutils_hack.remove_shim()\n"
+    "warnings.filterwarnings('ignore', 'pkg_resources is deprecated')\n"
+)
 
 
 def test_unknown_framework_name_is_a_clear_error():
@@ -54,57 +72,40 @@ def test_importing_the_package_imports_no_framework():
         "rosetta_utils.timing, rosetta_utils.results, rosetta_utils.chapter, rosetta_utils.tables, "
         "rosetta_utils.progress, rosetta_utils.profile, rosetta_utils.backends, rosetta_utils.page, "
         "rosetta_utils.downloads, rosetta_utils.tab_results, rosetta_utils.page_execution, "
-        "rosetta_utils.name_check, rosetta_utils.tabs\n"
+        "rosetta_utils.name_check, rosetta_utils.tabs, rosetta_utils.data, rosetta_utils.gru\n"
         "heavy = ['torch', 'tensorflow', 'keras', 'jax', 'flax', 'mxnet', 'chainer']\n"
         "print(','.join(name for name in heavy if name in sys.modules))"
     )
     assert run_python(code) == ""
 
 
-@pytest.mark.parametrize("name", INSTALLED)
-def test_every_installed_framework_imports_with_its_fixes(name):
-    module = import_framework(name)
-    expected = {"pytorch": "torch", "tensorflow": "keras", "jax": "flax.nnx", "mxnet": "mxnet", "chainer": "chainer"}
-    assert module.__name__ == expected[name]
-
-
 @pytest.mark.skipif(not {"mxnet", "pytorch"} <= set(INSTALLED), reason="needs MXNet and PyTorch")
-def test_mxnet_no_longer_drags_pytorch_down_to_one_thread():
-    code = (
-        "from rosetta_utils.frameworks import import_framework\n"
-        "import_framework('mxnet'); torch = import_framework('pytorch')\n"
-        "print(torch.get_num_threads())"
-    )
-    assert run_python(code) == str(usable_cores())
+@pytest.mark.parametrize("imports", ["import mxnet\nimport torch\n", "import torch\nimport mxnet\n"],
+                         ids=["mxnet first", "pytorch first"])
+def test_mxnet_leaves_pytorch_on_one_thread_unless_omp_num_threads_is_set(imports):
+    """They share one OpenMP runtime: in either order, MXNet without the variable leaves PyTorch
+    on one thread; the MXNet tab's line gives both every core."""
+    threads = "print(torch.get_num_threads())"
+    assert run_python(MXNET_LINES + imports + threads) == str(usable_cores())
+    if usable_cores() > 1:
+        assert run_python(NUMPY_BOOL_ONLY + imports + threads) == "1"
 
 
 @pytest.mark.skipif(not {"mxnet", "chainer"} <= set(INSTALLED), reason="needs MXNet and Chainer")
-def test_chainer_imports_after_mxnet_in_one_process():
-    code = (
-        "from rosetta_utils.frameworks import import_framework\n"
-        "import_framework('mxnet'); print(import_framework('chainer').__version__)"
-    )
-    assert run_python(code) == "7.8.1"
+def test_chainer_after_mxnet_needs_the_shim_removed_before_mxnet():
+    """MXNet imports distutils too, and the first copy imported stays for the process."""
+    both = "import mxnet\nimport chainer\nprint(chainer.__version__)"
+    assert run_python(CHAINER_LINES + MXNET_LINES + both) == "7.8.1"
+    late = run_child(MXNET_LINES + "import mxnet\n" + CHAINER_LINES + "import chainer")
+    assert late.returncode != 0 and "No module named 'distutils.msvccompiler'" in late.stderr
 
 
-def test_missing_framework_names_the_install_command(monkeypatch):
-    import rosetta_utils.frameworks as frameworks
-
-    monkeypatch.setitem(frameworks._PROBE_MODULES, "chainer", "no_such_module_here")
-    monkeypatch.setitem(frameworks._MAIN_MODULES, "chainer", ("no_such_module_here",))
-    with pytest.raises(ImportError, match=r"chainer is not installed.*\.\[chainer\]"):
-        import_framework("chainer")
-
-
-def test_native_stderr_noise_is_dropped_and_the_rest_passed_on(capfd):
-    import os
-
-    from rosetta_utils.frameworks import _native_stderr_without
-
-    with _native_stderr_without(("noise",)):
-        os.write(2, b"I0000 00:00:1.0 1 a.cc:1] useful\nsome noise here\nI0000 00:00:2.0 1 a.cc:1] useful\n")
-    err = capfd.readouterr().err
-    assert err.count("useful") == 1 and "noise" not in err
+@pytest.mark.skipif(not is_installed("mxnet"), reason="needs MXNet")
+def test_stdlib_distutils_too_late_is_a_clear_error():
+    done = run_child(NUMPY_BOOL_ONLY + "import mxnet\nfrom rosetta_utils.frameworks import _use_stdlib_distutils\n"
+                     "_use_stdlib_distutils()")
+    assert done.returncode != 0
+    assert "setuptools' copy was imported first" in done.stderr and "remove_shim()" in done.stderr
 
 
 def test_a_machine_with_only_pytorch_still_runs_the_pytorch_tabs():

@@ -29,15 +29,10 @@ def version() -> dict[str, str]:
     return {"mxnet": _mxnet().__version__}
 
 
-def context() -> Any:
-    """The context new arrays should live in: the first GPU if MXNet sees one."""
-    mx = _mxnet()
-    return mx.gpu(0) if mx.context.num_gpus() > 0 else mx.cpu()
-
-
 def device() -> str:
-    ctx = context()
-    return "cpu" if ctx.device_type == "cpu" else f"gpu:{ctx.device_id}"
+    """The first GPU if MXNet sees one, else the CPU (what a page's ``ctx`` is)."""
+    mx = _mxnet()
+    return "gpu:0" if mx.context.num_gpus() > 0 else "cpu"
 
 
 def threads() -> int:
