@@ -1,10 +1,16 @@
-"""The variable-length page's claims, checked through the code it shows (the chapter loader).
+"""The variable-length page's claims, checked through the code it shows.
 
-Each framework's page runs up to its Timing section in the smoke profile,
-offline. The tests then call each framework's ``make_bigru``,
-``run_bigru`` and ``mean_gradients`` on a batch of their own (another seed,
-other lengths, other sizes, garbage padding, non-zero biases) and compare it
-with the same framework running every sequence alone, and with PyTorch.
+Two routes, both the page's own code:
+
+- each framework's part, up to its Timing section, is loaded in this process
+  (``load_chapter``); the tests call its ``make_bigru``, ``run_bigru`` and
+  ``mean_gradients`` on a batch of their own (another seed, other lengths,
+  other sizes, garbage padding, non-zero biases) and compare it with the
+  same framework running every sequence alone, and with PyTorch;
+- every part runs in its own process as the build runs it
+  (``run_framework_parts``), and the page's comparison cells run on what the
+  parts left (``load_comparisons``): the tests check the verdicts the page
+  prints, then feed each check a wrong case and see it fail.
 """
 
 from pathlib import Path
@@ -12,10 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_page_offline
 from rosetta_utils import FRAMEWORKS
+from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_utils.equivalence import equivalence_table, failures
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.gru import random_gru_weights
+from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "variable_length_sequences.md"
 INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
@@ -23,6 +31,24 @@ INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 LENGTHS = [3, 7, 1, 6, 2]  # unsorted, longest not first, a length-1 row
 STEPS, INPUT_SIZE, HIDDEN_SIZE = 7, 5, 3
 QUANTITIES = ("outputs", "last forward", "last backward", "mean")
+
+#: The traps each framework's part must leave (a trap cannot vanish silently).
+TRAPS = {
+    "pytorch": {"padded batch, not packed", "outputs[:, -1] of the padded batch as the last state",
+                "outputs[:, -1] of the packed batch as the last state",
+                "outputs[b, length - 1, :H] and outputs[b, 0, H:]"},
+    "tensorflow": {"padded batch, no mask", "plain GRU with a mask: outputs at padded steps",
+                   "plain GRU with a mask: padded steps repeat the last valid output"},
+    "jax": {"padded batch, no seq_lengths", "nnx.Bidirectional(seq_lengths): outputs at padded steps",
+            "plain nnx.GRUCell (no b_hn), forward outputs of the full row"},
+    "mxnet": {"padded batch, all lengths taken as T",
+              "GRU(use_sequence_length=True) told the lengths vs told every row is full",
+              "GRU(use_sequence_length=True), zero biases, zero padding: outputs",
+              "GRU(use_sequence_length=True), zero biases, zero padding: last states",
+              "GRU(use_sequence_length=True), non-zero biases, garbage padding: outputs",
+              "GRU(use_sequence_length=True), non-zero biases, garbage padding: last states"},
+    "chainer": {"padded rows as full-length sequences"},
+}
 
 
 def make_test_batch():
@@ -42,17 +68,49 @@ X, VALID, WEIGHTS, PROJECTION = make_test_batch()
 
 
 @pytest.fixture(scope="module")
-def runs():
-    names = ("make_bigru", "run_bigru", "mean_gradients", "results", "alone_errors", "trap_errors",
-             "equivalence_rows", "LENGTHS")
-    kept = run_page_offline(PAGE, INSTALLED, names, until="Timing")
-    for framework, run in kept.items():  # the test's own batch, through the page's functions
+def smoke(tmp_path_factory):
+    """The build's conditions: smoke profile, offline, no official weights; records
+    go to a folder of the test's own."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ROSETTA_PROFILE", "smoke")
+    patch.setenv("ROSETTA_OFFLINE", "1")
+    patch.setenv("ROSETTA_BOOK_BUILD", "1")
+    patch.delenv("ROSETTA_PRETRAINED", raising=False)
+    results = tmp_path_factory.mktemp("results")
+    patch.setenv("ROSETTA_RESULTS_DIR", str(results))
+    yield results
+    patch.undo()
+
+
+@pytest.fixture(scope="module")
+def chapters(smoke):
+    """Each framework's part up to its Timing section, loaded in this process, with the
+    test's own batch run through the part's functions."""
+    loaded = {}
+    for framework in INSTALLED:
+        run = load_chapter(PAGE, framework, until="Timing")
         model = run["make_bigru"](INPUT_SIZE, HIDDEN_SIZE, WEIGHTS["forward"], WEIGHTS["backward"])
-        run["batch"] = dict(zip(QUANTITIES, run["run_bigru"](model, X.copy(), LENGTHS)))
-        run["batch"]["x gradient"], run["batch"]["weight gradients"] = run["mean_gradients"](
+        run["fresh"] = dict(zip(QUANTITIES, run["run_bigru"](model, X.copy(), LENGTHS)))
+        run["fresh"]["x gradient"], run["fresh"]["weight gradients"] = run["mean_gradients"](
             model, X.copy(), LENGTHS, PROJECTION)
-        run["alone"] = run_each_alone(run, model)
-    return kept
+        run["fresh alone"] = run_each_alone(run, model)
+        loaded[framework] = run
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def parts(smoke):
+    """What each framework's part left, each run in its own process as in the build."""
+    return run_framework_parts(PAGE, INSTALLED)
+
+
+@pytest.fixture(scope="module")
+def comparison(parts):
+    """The page's comparison cells, run on what the parts left."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    return load_comparisons(PAGE, parts)
 
 
 def run_each_alone(run, model):
@@ -77,9 +135,25 @@ def max_weight_difference(a, b):
     return max(float(np.max(np.abs(a[d][n] - b[d][n]))) for d in ("forward", "backward") for n in a[d])
 
 
+def padded_variant(run):
+    """The page's own batch through the part's functions without lengths: the trap."""
+    model, x, projection = run["model"], run["x"], run["projection"]
+    wrong = dict(zip(QUANTITIES, run["run_bigru"](model, x, None)))
+    wrong["x gradient"], wrong["weight gradients"] = run["mean_gradients"](model, x, None, projection)
+    return wrong
+
+
+def with_values(run, **values):
+    """A copy of a framework's tab results with some values replaced."""
+    return TabRun(run.framework, {**run.as_dict(), **values})
+
+
+# -- the test's own batch, through each part's functions ---------------------------------
+
+
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_the_batch_equals_each_sequence_alone(runs, framework):
-    batch, alone = runs[framework]["batch"], runs[framework]["alone"]
+def test_the_batch_equals_each_sequence_alone(chapters, framework):
+    batch, alone = chapters[framework]["fresh"], chapters[framework]["fresh alone"]
     assert batch["outputs"].shape == (len(LENGTHS), STEPS, 2 * HIDDEN_SIZE)
     for row, length in enumerate(LENGTHS):
         assert np.max(np.abs(batch["outputs"][row, :length] - alone["outputs"][row])) <= 1e-5
@@ -89,17 +163,17 @@ def test_the_batch_equals_each_sequence_alone(runs, framework):
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_the_last_states_are_where_each_direction_ends(runs, framework):
+def test_the_last_states_are_where_each_direction_ends(chapters, framework):
     """Forward: the output at step length - 1; backward: the output at step 0."""
-    batch = runs[framework]["batch"]
+    batch = chapters[framework]["fresh"]
     rows, last = np.arange(len(LENGTHS)), np.array(LENGTHS) - 1
     assert np.max(np.abs(batch["last forward"] - batch["outputs"][rows, last, :HIDDEN_SIZE])) <= 1e-6
     assert np.max(np.abs(batch["last backward"] - batch["outputs"][:, 0, HIDDEN_SIZE:])) <= 1e-6
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_gradients_equal_each_sequence_alone_and_ignore_the_padding(runs, framework):
-    batch, alone = runs[framework]["batch"], runs[framework]["alone"]
+def test_gradients_equal_each_sequence_alone_and_ignore_the_padding(chapters, framework):
+    batch, alone = chapters[framework]["fresh"], chapters[framework]["fresh alone"]
     assert batch["x gradient"].shape == X.shape
     assert np.abs(batch["x gradient"]).max() > 1e-3, "a gradient that is all zeros proves nothing"
     for row, length in enumerate(LENGTHS):
@@ -110,59 +184,221 @@ def test_gradients_equal_each_sequence_alone_and_ignore_the_padding(runs, framew
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_every_framework_agrees_with_pytorch(runs, framework):
-    if "pytorch" not in runs:
+def test_every_framework_agrees_with_pytorch(chapters, framework):
+    if "pytorch" not in chapters:
         pytest.skip("PyTorch is the yardstick")
-    ours, reference = runs[framework]["batch"], runs["pytorch"]["batch"]
+    ours, reference = chapters[framework]["fresh"], chapters["pytorch"]["fresh"]
     for name in QUANTITIES:
         assert np.max(np.abs(ours[name] - reference[name])) <= 1e-5, name
     assert np.max(np.abs(ours["x gradient"] - reference["x gradient"])) <= 1e-4
     assert max_weight_difference(ours["weight gradients"], reference["weight gradients"]) <= 1e-4
 
 
+def test_the_test_uses_a_batch_of_its_own(chapters):
+    for run in chapters.values():
+        assert run["LENGTHS"] != LENGTHS and run["x"].shape != X.shape
+
+
+# -- the page's proof table ---------------------------------------------------------------
+
+
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_the_pages_own_proof_table(runs, framework):
-    errors = runs[framework]["alone_errors"][framework]
+def test_the_pages_proof_table_agrees(comparison, framework):
+    found = comparison["proof"][framework]
     for name in QUANTITIES:
-        assert errors[name] <= 1e-5, name
-    assert errors["x gradient"] <= 1e-4 and errors["weight gradients"] <= 1e-4
-    assert errors["padded outputs"] == 0.0 and errors["padded x gradient"] == 0.0
-    assert runs[framework]["LENGTHS"] != LENGTHS, "the test must use a batch of its own"
-
-
-def test_the_pages_equivalence_table(runs):
-    if "pytorch" not in runs:
-        pytest.skip("PyTorch is the yardstick")
-    results = {framework: runs[framework]["results"][framework] for framework in runs}
-    rows = runs["pytorch"]["equivalence_rows"](results)
-    assert [row[0] for row in rows] == list(runs)
-    for framework, outputs, last_forward, last_backward, mean, x_gradient, weight_gradients in rows:
-        assert max(outputs, last_forward, last_backward, mean) <= 1e-5, framework
-        assert max(x_gradient, weight_gradients) <= 1e-4, framework
+        assert found[name] <= 1e-5, name
+    assert found["x gradient"] <= 1e-4 and found["weight gradients"] <= 1e-4
+    assert found["|outputs| at padded steps"] == 0.0 and found["|x gradient| at padded steps"] == 0.0
+    assert comparison["combined_verdict"](found, comparison["TOLERANCES"]) == "agrees"
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_the_padded_batch_without_lengths_is_wrong(runs, framework):
-    """The trap every framework shares, measured on the page: large, not rounding."""
-    traps = runs[framework]["trap_errors"][framework]
-    padded = next(error for name, error in traps.items() if name.startswith("padded"))
-    assert padded > 0.1
+def test_the_proof_fails_the_padded_batch_without_lengths(chapters, comparison, framework):
+    """The proof's verdict is not vacuous: the padded batch, through the part's own
+    functions, fails on the outputs, the states, the mean, the gradients and the padding."""
+    run = comparison["runs"][framework]
+    found = comparison["proof_differences"](padded_variant(chapters[framework]), run.alone)
+    result = comparison["combined_verdict"](found, comparison["TOLERANCES"])
+    for name in ("outputs", "last forward", "mean", "x gradient", "|outputs| at padded steps",
+                 "|x gradient| at padded steps"):
+        assert f"{name}: DIFFERS" in result, (name, result)
 
 
-def test_each_frameworks_own_trap_is_real(runs):
-    if "pytorch" in runs:
-        traps = runs["pytorch"]["trap_errors"]["pytorch"]
-        assert traps["outputs[:, -1] of the padded batch as the last state"] > 0.1
-        assert traps["outputs[:, -1] of the packed batch as the last state"] > 0.1
-        assert traps["outputs[b, length - 1, :H] and outputs[b, 0, H:] (right)"] <= 1e-5
-    if "tensorflow" in runs:
-        assert runs["tensorflow"]["trap_errors"]["tensorflow"]["plain GRU with a mask: outputs at padded steps"] > 0.1
-    if "jax" in runs:
-        traps = runs["jax"]["trap_errors"]["jax"]
-        assert traps["nnx.Bidirectional(seq_lengths): outputs at padded steps"] > 0.1
-        assert traps["plain nnx.GRUCell (no b_hn), forward outputs of the full row"] > 1e-3
-    if "mxnet" in runs:
-        traps = runs["mxnet"]["trap_errors"]["mxnet"]
-        assert traps["GRU(use_sequence_length=True), zero biases, zero padding: outputs"] <= 1e-6, "the bug hides"
-        assert traps["GRU(use_sequence_length=True), non-zero biases, garbage padding: outputs"] > 0.1, "and shows"
-        assert traps["GRU(use_sequence_length=True), non-zero biases, garbage padding: last states"] > 0.1
+def test_the_proof_fails_outputs_left_at_padded_steps(comparison):
+    """Outputs right at every valid step but not zero at the padded ones (Flax's raw
+    outputs) fail the outputs and the padding columns, and nothing else."""
+    framework = INSTALLED[0]
+    run = comparison["runs"][framework]
+    batch = dict(run.batch)
+    batch["outputs"] = np.where(comparison["valid"][:, :, None], batch["outputs"], 1e-3)
+    result = comparison["combined_verdict"](comparison["proof_differences"](batch, run.alone),
+                                            comparison["TOLERANCES"])
+    failing = [part.split(":")[0] for part in result.split("; ")]
+    assert failing == ["outputs", "|outputs| at padded steps"], result
+
+
+# -- the traps -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_every_trap_is_as_the_page_says(comparison, framework):
+    rows = [row for row in comparison["all_traps"] if row[0] == framework]
+    assert {row[1] for row in rows} == TRAPS[framework] | {"mean over T of the zeroed outputs"}
+    for _, name, difference, fix, measured, check in rows:
+        assert check == "as the page says", (name, difference, measured)
+        if measured == "differs":
+            assert difference >= comparison["DIFFERS"]
+        if fix != "-":
+            assert fix <= 1e-5, f"{name}: the page's way is wrong too"
+
+
+def test_the_padded_batch_trap_is_large_everywhere(comparison):
+    for row in comparison["all_traps"]:
+        if row[1].startswith("padded"):
+            assert row[2] > 0.1, row
+
+
+def test_mxnets_fused_layer_ignores_the_lengths_and_hides_it(comparison):
+    if "mxnet" not in comparison["runs"]:
+        pytest.skip("MXNet is not installed")
+    measured = {row[1]: row[2] for row in comparison["all_traps"] if row[0] == "mxnet"}
+    fused = "GRU(use_sequence_length=True)"
+    assert measured[f"{fused} told the lengths vs told every row is full"] == 0.0
+    assert measured[f"{fused}, zero biases, zero padding: outputs"] <= 1e-6, "the bug hides"
+    assert measured[f"{fused}, zero biases, zero padding: last states"] > 0.1, "except in h_n"
+    assert measured[f"{fused}, non-zero biases, garbage padding: outputs"] > 0.1, "and shows"
+
+
+def test_the_trap_check_fails_when_a_trap_is_not_one(comparison):
+    """A 'trap' that is the right way measures 'agrees', and the check says the page is wrong."""
+    framework = INSTALLED[0]
+    run = comparison["runs"][framework]
+    name, case = next((name, case) for name, case in run.traps.items() if case["claim"] == "differs")
+    traps = {name: {**case, "got": case["expected"]}}
+    (row, _mean_row) = comparison["trap_rows"](framework, with_values(run, traps=traps))
+    assert row[4] == "agrees" and row[5].startswith("NOT as the page says")
+
+
+def test_the_trap_check_fails_when_a_right_reading_is_wrong(comparison):
+    agreeing = [(framework, name, case) for framework, run in comparison["runs"].items()
+                for name, case in run.traps.items() if case["claim"] == "agrees"]
+    if not agreeing:
+        pytest.skip("no installed framework has a trap the page says agrees")
+    framework, name, case = agreeing[0]
+    got = np.asarray(case["got"]) + 0.5 if not isinstance(case["got"], dict) else {
+        key: np.asarray(value) + 0.5 for key, value in case["got"].items()}
+    run = with_values(comparison["runs"][framework], traps={name: {**case, "got": got}})
+    (row, _mean_row) = comparison["trap_rows"](framework, run)
+    assert row[4] == "differs" and row[5].startswith("NOT as the page says")
+
+
+def test_a_difference_between_rounding_and_an_error_is_unclear(comparison):
+    assert comparison["outcome"](0.0) == "agrees"
+    assert comparison["outcome"](1e-3) == "unclear"
+    assert comparison["outcome"](0.5) == "differs"
+
+
+def test_the_mean_over_t_check_fails_a_mean_that_is_right(comparison):
+    """Were the mean over T right (no padding at all), the page's claim would fail."""
+    framework = INSTALLED[0]
+    run = comparison["runs"][framework]
+    batch = {**run.batch, "mean": run.batch["outputs"].mean(axis=1)}
+    rows = comparison["trap_rows"](framework, with_values(run, batch=batch, traps={}))
+    (mean_row,) = rows
+    assert mean_row[1] == "mean over T of the zeroed outputs"
+    assert mean_row[4] == "agrees" and mean_row[5].startswith("NOT as the page says")
+
+
+# -- equivalence with PyTorch ---------------------------------------------------------------
+
+
+def test_the_pages_equivalence_table_agrees(comparison):
+    if "pytorch" not in comparison["runs"]:
+        pytest.skip("PyTorch is the yardstick")
+    assert comparison["reference"] == "pytorch"
+    rows = comparison["equivalence_rows"]
+    assert [row[0] for row in rows] == INSTALLED
+    assert failures(rows) == []
+    for framework, *values, _verdict in rows:
+        assert max(values[:4]) <= 1e-5 and max(values[4:]) <= 1e-4, framework
+
+
+def test_the_equivalence_table_fails_a_framework_that_ignores_the_lengths(chapters, comparison):
+    if "pytorch" not in comparison["runs"] or len(INSTALLED) < 2:
+        pytest.skip("needs PyTorch and another framework")
+    framework = INSTALLED[-1]
+    runs = dict(comparison["runs"])
+    runs[framework] = with_values(runs[framework], batch=padded_variant(chapters[framework]))
+    _, rows = equivalence_table(runs, comparison["columns"], comparison["bounds"])
+    assert failures(rows) == [framework]
+
+
+# -- timing -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_each_part_timed_every_spread_both_ways(comparison, framework):
+    seconds = comparison["runs"][framework].step_seconds
+    assert list(seconds) == list(comparison["SPREADS"])
+    for paths in seconds.values():
+        assert set(paths) == {"padded", "lengths"} and all(np.isfinite(s) and s > 0 for s in paths.values())
+    assert "× the padded step" in comparison["timing_summary"](seconds)
+
+
+def test_the_timing_summary_says_only_what_the_times_show(comparison):
+    summary = comparison["timing_summary"]
+    spreads = list(comparison["SPREADS"])
+
+    def seconds(padded, lengths):
+        return {spread: {"padded": p, "lengths": n} for spread, p, n in zip(spreads, padded, lengths)}
+
+    skipping = summary(seconds([1.0, 1.0, 1.0], [1.2, 0.9, 0.6]))
+    assert "1.20× the padded step" in skipping and "50% faster" in skipping and "noise: 0%" in skipping
+    assert "25% slower" in summary(seconds([1.0, 1.0, 1.0], [1.0, 1.1, 1.25]))
+    noisy = summary(seconds([1.0, 1.6, 1.2], [1.0, 0.9, 0.6]))  # a 40% saving within 60% noise
+    assert "less than the noise" in noisy and "noise: 60%" in noisy
+
+
+def test_the_build_records_the_step_times(comparison, smoke):
+    import json
+
+    records = [json.loads(line) for line in (smoke / "variable_length.jsonl").read_text().splitlines()]
+    assert sorted(record["framework"] for record in records) == sorted(INSTALLED)
+    for record in records:
+        assert record["config"]["data"] == "synthetic"
+        assert len(record["metrics"]) == 2 * len(comparison["SPREADS"])
+
+
+# -- the 2016 study: loop against unrolled forms ----------------------------------------------
+
+
+def study_verdicts(comparison):
+    return {framework: found[1] for framework, found in comparison["study_verdicts"].items()}
+
+
+def test_the_loop_and_unrolled_forms(comparison):
+    """PyTorch, Flax and MXNet: the same model; Keras 3's unrolled masked Bidirectional is
+    not (the Lessons' claim about this build); Chainer has one form only."""
+    verdicts = study_verdicts(comparison)
+    for framework in ("pytorch", "jax", "mxnet"):
+        if framework in verdicts:
+            assert verdicts[framework] == "the same model", framework
+    if "tensorflow" in verdicts:
+        # the last states right, the outputs wrong, and the gradient inherits the error
+        assert verdicts["tensorflow"].startswith("NOT the same model (outputs, mean, x gradient differ")
+        forms = comparison["runs"]["tensorflow"].study["go_backwards alone"]
+        assert np.abs(forms["loop"] - forms["unrolled"]).max() > 0.1
+    if "chainer" in comparison["runs"]:
+        assert "chainer" not in verdicts and "unrolled" not in comparison["runs"]["chainer"].study
+
+
+def test_the_study_verdict_can_go_either_way(comparison):
+    same_model, differences = comparison["same_model"], comparison["form_differences"]
+    for framework, run in comparison["runs"].items():
+        if "unrolled" not in run.study:
+            continue
+        loop = run.study["loop"]
+        agreeing = {**run.study, "unrolled": loop}
+        assert same_model(differences(agreeing)) == "the same model", framework
+        shifted = {**loop, "mean": loop["mean"] + 1e-3}
+        assert same_model(differences({**run.study, "unrolled": shifted})).startswith("NOT"), framework
