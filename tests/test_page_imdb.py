@@ -1,46 +1,38 @@
-"""The IMDB GRU page's claims, checked through the code it shows (the chapter loader).
+"""The IMDB GRU page's claims, checked through the code it shows.
 
-Each framework's page runs up to the Lessons' timing comparison (Setup, Data,
-Model, Training, Evaluation, Equivalence, Timing and the padding lesson) in
-the smoke profile, offline.
+Each framework's part of the page runs in its own process, as in the book
+build (smoke profile, offline: the labelled synthetic stand-in), and the
+page's comparison cells then run on what the parts left. Every check those
+cells print is also fed a wrong case here, and must fail on it. A tab's own
+functions (its builder and ``predict_logits``) are called through the chapter
+loader for checks on reviews the page never used.
 """
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import assert_trained_and_tested, equivalence_table_rows, run_page_offline
 from rosetta_utils import FRAMEWORKS
+from rosetta_utils.bench.tasks import TASKS, page_configuration
+from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.transplant import max_abs_difference
+from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "imdb_gru.md"
 INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
-PARAMETERS = 3_818_302
+PARAMETERS = 3_818_302  # the reference's count
 TOLERANCE = 1e-4
 
 
-def fresh_readout_check(page):
-    """Reviews the page never used (beyond its test slice), batched, against each run alone.
-
-    Returns (max abs difference between a padded review's logits in the batch and
-    its logits alone, number of padded reviews checked)."""
-    data, predict, to_device, model = page["data"], page["predict_logits"], page["to_device"], page["model"]
-    rng = np.random.default_rng(11)
-    pool = np.arange(page["N_TEST"], len(data.len_test))
-    short = pool[data.len_test[pool] < page["MAXLEN"]]
-    padded = rng.choice(short, size=min(6, len(short)), replace=False)
-    chosen = np.concatenate([padded, rng.choice(pool, size=10, replace=False)])
-    labels = data.y_test[chosen]
-    in_batch = predict(model, to_device((data.x_test[chosen], data.len_test[chosen]), labels)[0])
-    worst = 0.0
-    for row, index in enumerate(padded):
-        length = int(data.len_test[index])
-        alone = predict(model, to_device((data.x_test[index : index + 1, :length], data.len_test[index : index + 1]),
-                                         labels[row : row + 1])[0])
-        worst = max(worst, float(np.max(np.abs(alone[0] - in_batch[row]))))
-    return worst, len(padded)
+def _smoke_offline(patch, results_dir=None):
+    patch.setenv("ROSETTA_PROFILE", "smoke")
+    patch.setenv("ROSETTA_OFFLINE", "1")
+    patch.setenv("ROSETTA_BOOK_BUILD", "1")
+    patch.delenv("ROSETTA_PRETRAINED", raising=False)
+    if results_dir is not None:
+        patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
 
 
 @pytest.fixture(scope="module")
@@ -50,113 +42,237 @@ def results_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def runs(results_dir):
-    """What each framework's run of the page produced (the big arrays left behind)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
-        return _run_page()
+def page(results_dir):
+    """The page as the build runs it: each framework's part in its own process,
+    then the comparison cells on what the parts left (their namespace)."""
+    patch = pytest.MonkeyPatch()
+    _smoke_offline(patch, results_dir)
+    try:
+        yield load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+    finally:
+        patch.undo()
 
 
-def _run_page():
-    return run_page_offline(PAGE, INSTALLED, (
-        "parameter_counts", "equivalence", "initial_weights", "epoch_seconds", "test_accuracy", "EPOCHS",
-        "DATA_NOTE", "equivalence_rows", "padding_mistake", "readout_checks", "fast_paths",
-        "adam_closed_form_difference", "repeated_tokens", "LR",
-    ), until="Fast paths, layouts and compilation",
-        derive=lambda page: {"synthetic": page["data"].synthetic, "fresh_readout": fresh_readout_check(page)})
+@pytest.fixture(scope="module")
+def models():
+    """Each framework's Setup, Data and Model sections, run in this process:
+    the tab's builder and predict_logits, the model at its starting weights."""
+    patch = pytest.MonkeyPatch()
+    _smoke_offline(patch)
+    try:
+        yield {framework: load_chapter(PAGE, framework, until="Training") for framework in INSTALLED}
+    finally:
+        patch.undo()
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
-def test_every_framework_builds_the_reference_parameter_count(runs, framework):
-    assert runs[framework]["parameter_counts"] == {framework: PARAMETERS}
+def wrong(run, **changes):
+    """A copy of a framework's results with some values replaced."""
+    return TabRun(run.framework, dict(run.as_dict(), **changes))
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
-def test_transplanted_weights_give_pytorchs_logits_and_gradients(runs, framework):
-    if "pytorch" not in runs:
+def equivalence_rows(page, runs):
+    """The page's equivalence table for ``runs``, as {framework: row}."""
+    _, rows = page["equivalence_table"](runs, page["EQUIVALENCE_COLUMNS"], page["EQUIVALENCE_TOLERANCES"])
+    return {row[0]: row for row in rows}
+
+
+def needs_pytorch():
+    if "pytorch" not in INSTALLED:
         pytest.skip("PyTorch is the yardstick")
-    ours, reference = runs[framework]["equivalence"][framework], runs["pytorch"]["equivalence"]["pytorch"]
-    initial = runs[framework]["initial_weights"]
-    assert np.max(np.abs(ours["logits"] - reference["logits"])) <= TOLERANCE
-    # One SGD step at learning rate 1: the update is minus the gradient.
-    assert max_abs_difference(reference["sgd"], initial) > TOLERANCE, "the step must move the weights"
-    gradient_diff = max(np.max(np.abs((ours["sgd"][n] - initial[n]) - (reference["sgd"][n] - initial[n]))) for n in initial)
-    assert gradient_diff <= TOLERANCE
-    assert max_abs_difference(ours["sgd"], reference["sgd"]) <= TOLERANCE
+
+
+# --- Model ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_each_adam_step_is_its_conventions_closed_form(runs, framework):
-    run = runs[framework]
-    ours, initial = run["equivalence"][framework], run["initial_weights"]
-    assert max_abs_difference(ours["adam"], initial) > TOLERANCE, "the Adam step must move the weights"
-    assert run["adam_closed_form_difference"](ours, initial) <= TOLERANCE
-    if "pytorch" in runs and ours["adam_epsilon"] == runs["pytorch"]["equivalence"]["pytorch"]["adam_epsilon"]:
-        assert max_abs_difference(ours["adam"], runs["pytorch"]["equivalence"]["pytorch"]["adam"]) <= TOLERANCE
-
-
-def test_the_closed_form_tells_the_epsilon_conventions_apart(runs):
-    for framework, run in runs.items():
-        ours, initial = dict(run["equivalence"][framework]), run["initial_weights"]
-        ours["adam_epsilon"] = {"after bias correction": "before bias correction",
-                                "before bias correction": "after bias correction"}[ours["adam_epsilon"]]
-        assert run["adam_closed_form_difference"](ours, initial) > 3 * TOLERANCE, framework
-
-
-def test_keras_adam_squares_a_repeated_tokens_gradient_slices_apart(runs):
-    if "tensorflow" not in runs:
-        pytest.skip("Keras only")
-    run = runs["tensorflow"]
-    after, before = run["equivalence"]["tensorflow"]["adam"]["embedding.weight"], run["initial_weights"]["embedding.weight"]
-    rows = run["repeated_tokens"]
-    # With v = (Σg)², Adam's first step cannot exceed the learning rate; with Σ(g²) it can.
-    assert np.abs(after[rows] - before[rows]).max() > run["LR"] * 1.01
-
-
-def test_the_pages_table_reports_the_same_differences(runs):
-    if "pytorch" not in runs:
-        pytest.skip("PyTorch is the yardstick")
-    rows = equivalence_table_rows(runs)
-    for framework, parameters, logits_diff, gradient_diff, epsilon_form, adam_diff, adam_own in rows:
-        assert parameters == PARAMETERS and logits_diff <= TOLERANCE and gradient_diff <= TOLERANCE
-        assert adam_own <= TOLERANCE, framework
-        if epsilon_form == "after bias correction":
-            assert adam_diff <= TOLERANCE, framework
+def test_every_framework_builds_the_reference_parameter_count(page, framework):
+    run = page["runs"][framework]
+    assert run.parameter_count == PARAMETERS
+    assert isinstance(run.gru_kernel, str) and run.gru_kernel, "each tab names the GRU kernel that ran"
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_every_framework_trained_and_was_tested(runs, framework):
-    run = runs[framework]
-    assert_trained_and_tested(run, framework)
-    assert run["fast_paths"][framework], "each tab names the GRU kernel that ran"
+def test_the_builders_defaults_are_one_of_the_benchmarks_configurations(models, framework):
+    alternatives = TASKS["imdb"].alternatives[framework]
+    assert page_configuration(models[framework]["make_training"], alternatives) in alternatives
 
 
-def test_each_run_recorded_its_result(runs, results_dir):
-    import json
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_every_benchmark_alternative_is_the_pages_model(models, framework):
+    """The benchmark times the same model: each alternative, built by the tab's own builder
+    from the starting weights, gives the page's logits on reviews of every length."""
+    namespace = models[framework]
+    data, make_training = namespace["data"], namespace["make_training"]
+    rows = np.linspace(5_000, 5_999, 16).astype(int)
+    reviews, labels = (data.x_test[rows], data.len_test[rows]), data.y_test[rows]
+    logits = {}
+    for name, options in TASKS["imdb"].alternatives[framework].items():
+        model, _, to_device = make_training(**options)
+        logits[name] = namespace["predict_logits"](model, to_device(reviews, labels)[0])
+    first = next(iter(logits.values()))
+    for name, values in logits.items():
+        assert np.max(np.abs(values - first)) <= 1e-5, f"{framework}: {name} computes another model"
 
+
+# --- Training and Evaluation ------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_every_framework_trained_and_was_tested_on_labelled_data(page, framework):
+    run = page["runs"][framework]
+    assert len(run.epoch_seconds) == page["EPOCHS"]
+    assert all(seconds > 0 for seconds in run.epoch_seconds)
+    assert 0.6 < run.test_accuracy <= 1.0, "the stand-in is learnable: training must have learnt"
+    assert page["data"].synthetic, "offline, the page runs on the stand-in"
+    assert "synthetic" in page["DATA_NOTE"], "results must say what data they rest on"
+
+
+def test_each_run_recorded_its_result(page, results_dir):
     records = [json.loads(line) for line in (results_dir / "imdb.jsonl").read_text().splitlines()]
-    assert [record["framework"] for record in records] == list(runs)
+    assert [record["framework"] for record in records] == INSTALLED
     for record in records:
-        run = runs[record["framework"]]
-        assert record["metrics"]["test_accuracy"] == run["test_accuracy"][record["framework"]]
+        run = page["runs"][record["framework"]]
+        assert record["metrics"]["test_accuracy"] == run.test_accuracy
         assert record["metrics"]["sequences_per_second"] > 0
-        assert record["config"]["gru_kernel"] == run["fast_paths"][record["framework"]]
+        assert record["config"]["gru_kernel"] == run.gru_kernel
+        assert record["config"]["data"].startswith("SYNTHETIC")
+        assert record["device"] == run.environment["device"]
+
+
+# --- Equivalence ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_the_model_reads_each_reviews_last_valid_state(runs, framework):
+def test_transplanted_weights_give_pytorchs_logits_and_gradients(page, framework):
+    needs_pytorch()
+    runs = page["runs"]
+    run, reference = runs[framework], runs["pytorch"]
+    assert page["max_abs_difference"](run.logits, reference.logits) <= TOLERANCE
+    gradients = page["gradients_of"](run)
+    assert max(np.abs(g).max() for g in gradients.values()) > 1e-2, "the SGD step must move the weights"
+    assert page["max_abs_difference"](gradients, page["gradients_of"](reference)) <= TOLERANCE
+    assert equivalence_rows(page, runs)[framework][-1] == "agrees"
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_each_adam_step_is_its_conventions_closed_form(page, framework):
+    run = page["runs"][framework]
+    moved = page["max_abs_difference"](run.after_adam, page["initial_weights"])
+    assert moved > TOLERANCE, "the Adam step must move the weights"
+    assert page["adam_closed_form_difference"](run) <= TOLERANCE
+    if "pytorch" in page["runs"] and run.adam_epsilon == page["runs"]["pytorch"].adam_epsilon:
+        assert page["max_abs_difference"](run.after_adam, page["runs"]["pytorch"].after_adam) <= TOLERANCE
+
+
+def test_the_conventions_are_the_documented_ones(page):
+    """PyTorch and optax add ε after bias correction; Keras, MXNet and Chainer before."""
+    after = {"pytorch", "jax"}
+    for framework, run in page["runs"].items():
+        expected = "after bias correction" if framework in after else "before bias correction"
+        assert run.adam_epsilon == expected, framework
+        assert run.embedding_gradient == ("sparse" if framework == "tensorflow" else "dense"), framework
+
+
+def test_the_page_prints_no_failing_framework(page):
+    needs_pytorch()
+    assert page["failures"](page["equivalence_rows"]) == []
+    assert [row[0] for row in page["equivalence_rows"]] == INSTALLED
+
+
+def test_the_equivalence_verdict_fails_wrong_logits_gradients_and_counts(page):
+    needs_pytorch()
+    runs = dict(page["runs"])
+    framework = INSTALLED[-1]
     run = runs[framework]
-    assert run["readout_checks"][framework] <= 1e-5, "the page's own check, on its shortest test review"
-    worst, padded_reviews = run["fresh_readout"]
-    assert padded_reviews > 0, "the check needs reviews that the batch pads"
-    assert worst <= 1e-5, "a padded review's logits must equal its logits alone"
+    cases = {
+        "logits": wrong(run, logits=run.logits[::-1]),
+        "gradients": wrong(run, after_sgd=dict(run.after_sgd, **{
+            "gru.weight_hh_l0": run.after_sgd["gru.weight_hh_l0"] + 1e-3})),
+        "parameters": wrong(run, parameter_count=run.parameter_count - 300),  # Flax's GRUCell without b_hn
+    }
+    for column, case in cases.items():
+        row = equivalence_rows(page, dict(runs, **{framework: case}))[framework]
+        assert column in row[-1] and "DIFFERS" in row[-1], (column, row[-1])
+        assert page["failures"]([row]) == [framework]
 
 
-def test_the_padding_mistake_was_measured_against_the_page(runs):
-    if "pytorch" not in runs:
-        pytest.skip("the mistake is measured in the PyTorch tab")
-    mistake = runs["pytorch"]["padding_mistake"]
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_the_closed_form_tells_the_epsilon_conventions_apart(page, framework):
+    run = page["runs"][framework]
+    flipped = {"after bias correction": "before bias correction",
+               "before bias correction": "after bias correction"}[run.adam_epsilon]
+    assert page["adam_closed_form_difference"](wrong(run, adam_epsilon=flipped)) > 3 * TOLERANCE
+
+
+def test_keras_adam_squares_a_repeated_tokens_gradient_slices_apart(page):
+    if "tensorflow" not in INSTALLED:
+        pytest.skip("Keras only")
+    run = page["runs"]["tensorflow"]
+    rows = page["repeated_tokens"]
+    step = np.abs(run.after_adam["embedding.weight"][rows] - page["initial_weights"]["embedding.weight"][rows])
+    # With v = (Σg)², Adam's first step cannot exceed the learning rate; with Σ(g²) it can.
+    assert step.max() > page["LR"] * 1.01
+    # Taken for a dense gradient, those rows fail the closed form.
+    assert page["adam_closed_form_difference"](wrong(run, embedding_gradient="dense")) > 3 * TOLERANCE
+
+
+# --- Lessons: reading the state after the padding ----------------------------
+
+
+def fresh_readout_difference(namespace, model, used):
+    """Reviews the page never used (not in its test slice, not in ``used``), padded in one
+    batch, against each run alone, through the tab's own predict_logits:
+    (max abs difference, padded reviews checked)."""
+    data, predict, to_device = namespace["data"], namespace["predict_logits"], namespace["to_device"]
+    rng = np.random.default_rng(11)
+    pool = np.setdiff1d(np.arange(namespace["N_TEST"], len(data.len_test)), used)
+    padded = rng.choice(pool[data.len_test[pool] < 60], size=6, replace=False)
+    chosen = np.concatenate([padded, rng.choice(pool, size=10, replace=False)])
+    labels = data.y_test[chosen]
+    in_batch = predict(model, to_device((data.x_test[chosen], data.len_test[chosen]), labels)[0])
+    worst = 0.0
+    for row, index in enumerate(padded):
+        n = int(data.len_test[index])
+        alone = (data.x_test[index : index + 1, :n], data.len_test[index : index + 1])
+        logits = predict(model, to_device(alone, labels[row : row + 1])[0])
+        worst = max(worst, float(np.max(np.abs(logits[0] - in_batch[row]))))
+    return worst, len(padded)
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_a_padded_review_gives_its_logits_alone_in_every_framework(page, models, framework):
+    run = page["runs"][framework]
+    assert run.padded_difference <= page["PADDING_TOLERANCE"], "the page's own check"
+    assert page["verdict"](run.padded_difference, page["PADDING_TOLERANCE"]) == "agrees"
+    namespace = models[framework]
+    worst, checked = fresh_readout_difference(namespace, namespace["model"], page["probe"])
+    assert checked == 6
+    assert worst <= page["PADDING_TOLERANCE"], "a padded review's logits must equal its logits alone"
+
+
+def test_the_fresh_check_catches_a_model_that_reads_the_padding(page, models):
+    if "pytorch" not in INSTALLED:
+        pytest.skip("the step-150 reading is built in the PyTorch tab")
+    namespace = models["pytorch"]
+    mistaken, _, _ = namespace["make_training"](readout="step 150")
+    worst, _ = fresh_readout_difference(namespace, mistaken, page["probe"])
+    assert worst > 1e-3
+
+
+def test_the_padding_verdict_fails_a_large_difference(page):
+    assert page["verdict"](1e-2, page["PADDING_TOLERANCE"]).startswith("DIFFERS")
+
+
+def test_the_padding_mistake_was_measured_once_against_the_page(page):
+    needs_pytorch()
+    mistake = page["runs"]["pytorch"].padding_mistake
     assert list(mistake) == ["last valid state (this page)", "step 150 (the reference)"]
     for result in mistake.values():
         assert all(0.0 <= accuracy <= 1.0 for accuracy in result.values())
-    assert mistake["last valid state (this page)"]["all"] == runs["pytorch"]["test_accuracy"]["pytorch"]
+    assert mistake["last valid state (this page)"]["all"] == page["runs"]["pytorch"].test_accuracy
+    # On the stand-in, the short reviews carry the mistake: reading step 150 loses accuracy there.
+    page_short = mistake["last valid state (this page)"]["shorter than 150"]
+    assert mistake["step 150 (the reference)"]["shorter than 150"] < page_short
+    for framework in INSTALLED:
+        if framework != "pytorch":
+            assert page["runs"][framework].padding_mistake is None
