@@ -25,8 +25,27 @@ MODULES = {
 }
 
 
+class _Refused:
+    """The loader of a refused module: importing it raises ``ModuleNotFoundError``."""
+
+    def __init__(self, message):
+        self.message = message
+
+    def create_module(self, spec):
+        raise ModuleNotFoundError(self.message, name=spec.name)
+
+    def exec_module(self, module):  # never reached: create_module raises
+        raise ModuleNotFoundError(self.message, name=module.__name__)
+
+
 class OtherFrameworksBlocked:
-    """A meta path finder that refuses the modules of every framework but ``allowed``."""
+    """A meta path finder that refuses the modules of every framework but ``allowed``.
+
+    ``importlib.util.find_spec`` on a refused module returns a spec without an
+    origin rather than raising (torch's compiler probes for TensorFlow that
+    way); importing it raises ``ModuleNotFoundError``, which optional imports
+    (``try: import torch except ImportError``) take as "not installed".
+    """
 
     def __init__(self, allowed):
         self.allowed = allowed
@@ -37,11 +56,12 @@ class OtherFrameworksBlocked:
         framework = self.blocked.get(name.partition(".")[0])
         if framework is None:
             return None
+        from importlib.machinery import ModuleSpec
+
         part = f"the {self.allowed} part" if self.allowed != "none" else "the comparison cells"
-        raise ModuleNotFoundError(
-            f"import of {name!r} refused: this process runs {part} of a page, which must "
-            f"not use {framework} (rosetta_utils.one_framework)", name=name,
-        )
+        message = (f"import of {name!r} refused: this process runs {part} of a page, which must "
+                   f"not use {framework} (rosetta_utils.one_framework)")
+        return ModuleSpec(name, _Refused(message), origin=None)
 
 
 if ONLY and ONLY != "off":
