@@ -1,7 +1,9 @@
-"""The CIFAR-10 page's claims, checked through the code it shows (the chapter loader).
+"""The CIFAR-10 page's claims, checked through the code it shows.
 
-Each framework's page runs up to its Timing section (Setup, Data, Model,
-Training, Evaluation, Equivalence) in the smoke profile, offline.
+Each framework's part of the page runs on its own, in its own process, as in
+the book build (smoke profile, offline); the page's comparison cells then
+build the equivalence, timing and dropout tables from what the parts left.
+The page's own equivalence check is also fed wrong cases, which it must fail.
 """
 
 from pathlib import Path
@@ -9,54 +11,179 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_trained_and_tested, equivalence_table_rows, run_page_offline
 from rosetta_utils import FRAMEWORKS
+from rosetta_utils.bench.tasks import TASKS, page_configuration
+from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_utils.equivalence import max_abs_difference
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.transplant import max_abs_difference
+from rosetta_utils.results import load_results
+from rosetta_utils.tab_results import TabRun
+from rosetta_utils.transplant import flattened_dense_nhwc_to_nchw
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "cifar10_cnn.md"
 INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
+PARAMETERS = 3_441_592
+
+if "pytorch" not in INSTALLED:
+    pytest.skip("PyTorch is the page's yardstick", allow_module_level=True)
+
+
+def smoke_offline(patch: pytest.MonkeyPatch) -> None:
+    """The page as `make test` runs it: smoke profile, offline, no official weights."""
+    patch.setenv("ROSETTA_PROFILE", "smoke")
+    patch.setenv("ROSETTA_OFFLINE", "1")
+    patch.setenv("ROSETTA_BOOK_BUILD", "1")
+    patch.delenv("ROSETTA_PRETRAINED", raising=False)
 
 
 @pytest.fixture(scope="module")
-def runs():
-    """What each framework's run of the page produced (the big arrays left behind)."""
-    return run_page_offline(PAGE, INSTALLED, (
-        "parameter_counts", "equivalence", "initial_weights", "epoch_seconds", "test_accuracy",
-        "EPOCHS", "DATA_NOTE", "equivalence_rows",
-    ), derive=lambda page: {"synthetic": page["data"].synthetic})
+def results_dir(tmp_path_factory):
+    """Where the page's Timing cell records its results during these tests."""
+    return tmp_path_factory.mktemp("cifar10-results")
+
+
+@pytest.fixture(scope="module")
+def comparison(results_dir):
+    """The page's comparison cells, run on what each framework's part left."""
+    patch = pytest.MonkeyPatch()
+    smoke_offline(patch)
+    patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
+    try:
+        yield load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+    finally:
+        patch.undo()
+
+
+@pytest.fixture(scope="module")
+def tensorflow_part():
+    """The TensorFlow part's namespace, run in this process, to call its own functions."""
+    if "tensorflow" not in INSTALLED:
+        pytest.skip("TensorFlow is not installed")
+    patch = pytest.MonkeyPatch()
+    smoke_offline(patch)
+    try:
+        yield load_chapter(PAGE, "tensorflow", until="Timing")
+    finally:
+        patch.undo()
+
+
+def table_row(comparison, framework):
+    """The page's equivalence table row of ``framework``, keyed by column title."""
+    headers, rows = comparison["equivalence_headers"], comparison["equivalence_rows"]
+    (row,) = [row for row in rows if row[0] == framework]
+    return dict(zip(headers, row))
+
+
+def rebuilt_table(comparison, framework, **changed):
+    """The page's equivalence table for PyTorch and ``framework``, whose results are
+    replaced by ``changed``."""
+    runs = comparison["runs"]
+    wrong = TabRun(framework, {**runs[framework].as_dict(), **changed})
+    headers, rows = comparison["equivalence_table"](
+        {"pytorch": runs["pytorch"], framework: wrong}, comparison["COLUMNS"], comparison["TOLERANCES"])
+    return [dict(zip(headers, row)) for row in rows], comparison["failures"](rows)
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_every_framework_builds_the_reference_parameter_count(runs, framework):
-    assert runs[framework]["parameter_counts"] == {framework: 3_441_592}
+def test_every_framework_builds_the_reference_parameter_count(comparison, framework):
+    assert comparison["runs"][framework].parameter_count == PARAMETERS
+    assert table_row(comparison, framework)["parameters"] == PARAMETERS
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_transplanted_weights_give_pytorchs_logits_and_step(runs, framework):
-    if "pytorch" not in runs:
-        pytest.skip("PyTorch is the yardstick")
-    ours, reference = runs[framework]["equivalence"][framework], runs["pytorch"]["equivalence"]["pytorch"]
-    assert np.max(np.abs(ours["logits"] - reference["logits"])) <= 1e-4
-    assert max_abs_difference(ours["weights"], reference["weights"]) <= 1e-4
-    initial = runs[framework]["initial_weights"]
-    moved = max_abs_difference(reference["weights"], initial)
-    assert moved > 1e-4, "the step must move the weights by more than the tolerance"
-    update_diff = max(
-        np.max(np.abs((ours["weights"][n] - initial[n]) - (reference["weights"][n] - initial[n]))) for n in initial
-    )
-    assert update_diff <= 1e-3 * moved, "the updates (gradients times learning rate) must agree to 0.1%"
+def test_the_pages_table_says_each_framework_computes_pytorchs_function(comparison, framework):
+    row = table_row(comparison, framework)
+    assert row["verdict"] == "agrees"
+    assert set(comparison["TOLERANCES"]) == {comparison[name] for name in ("LOGITS", "WEIGHTS", "UPDATE")}
+    for title, tolerance in comparison["TOLERANCES"].items():
+        assert 0 <= row[title] <= tolerance, f"{framework}: {title} = {row[title]}"
+    assert framework not in comparison["failures"](comparison["equivalence_rows"])
 
 
-def test_the_pages_table_reports_the_same_differences(runs):
-    if "pytorch" not in runs:
-        pytest.skip("PyTorch is the yardstick")
-    rows = equivalence_table_rows(runs)
-    for framework, parameters, logits_diff, weights_diff, update_diff in rows:
-        assert parameters == 3_441_592 and logits_diff <= 1e-4 and weights_diff <= 1e-4 and update_diff <= 1e-3
+def test_the_tolerances_are_tight(comparison):
+    assert comparison["TOLERANCE"] <= 1e-4 and comparison["UPDATE_TOLERANCE"] <= 1e-3
 
 
 @pytest.mark.parametrize("framework", INSTALLED)
-def test_every_framework_trained_and_was_tested(runs, framework):
-    run = runs[framework]
-    assert_trained_and_tested(run, framework)
+def test_the_step_moved_the_weights_by_more_than_the_tolerance(comparison, framework):
+    moved = max_abs_difference(comparison["runs"][framework].weights_after_step, comparison["initial_weights"])
+    assert moved > comparison["TOLERANCE"]
+    assert comparison["largest_update"] > comparison["TOLERANCE"]
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_every_framework_trained_and_was_tested(comparison, framework):
+    run = comparison["runs"][framework]
+    assert len(run.epoch_seconds) == comparison["EPOCHS"]
+    assert all(isinstance(s, float) and s > 0 for s in run.epoch_seconds)
+    assert isinstance(run.test_accuracy, float) and 0 <= run.test_accuracy <= 1
+    assert isinstance(run.accuracy_dropout_on, float) and 0 <= run.accuracy_dropout_on <= 1
+    (row,) = [row for row in comparison["timing_rows"] if row[0] == framework]
+    assert row[1] == run.environment["device"]
+    assert row[2:] == [run.epoch_seconds[0], min(run.epoch_seconds[1:]),
+                       comparison["images_per_epoch"] / min(run.epoch_seconds[1:]), run.test_accuracy]
+    (row,) = [row for row in comparison["dropout_rows"] if row[0] == framework]
+    assert row[1:3] == [run.test_accuracy, run.accuracy_dropout_on]
+
+
+def test_results_resting_on_the_stand_in_say_so(comparison):
+    data = comparison["data"]
+    assert data.synthetic, "offline, the page runs on the synthetic stand-in"
+    assert "stand-in" in comparison["DATA_NOTE"] and "stand-in" in comparison["STAND_IN"]
+    assert comparison["DATA_NOTE"] in comparison["timing_headers"][-1]
+    assert comparison["DATA_NOTE"] in comparison["dropout_headers"][1]
+
+
+def test_the_timing_cell_records_one_result_per_framework(comparison, results_dir):
+    records = load_results([results_dir], task="cifar10").records
+    assert sorted(r["framework"] for r in records) == sorted(INSTALLED)
+    for record in records:
+        run = comparison["runs"][record["framework"]]
+        assert record["metrics"]["test_accuracy"] == run.test_accuracy
+        assert record["metrics"]["first_epoch_seconds"] == run.epoch_seconds[0]
+        assert record["device"] == run.environment["device"]
+        assert record["profile"] == "smoke" and "SYNTHETIC" in record["config"]["data"]
+
+
+def test_a_gradient_a_few_percent_off_fails_the_update_check(comparison):
+    """The weights alone would let it pass; the update column is what catches it."""
+    framework = next(fw for fw in INSTALLED if fw != "pytorch")
+    initial = comparison["initial_weights"]
+    after = comparison["runs"][framework].weights_after_step
+    updates = {name: after[name] - initial[name] for name in initial}
+    name = max(updates, key=lambda n: np.max(np.abs(updates[n])))  # the layer that moved most
+    wrong = dict(after, **{name: initial[name] + 1.05 * updates[name]})
+    (_, row), failing = rebuilt_table(comparison, framework, weights_after_step=wrong)
+    assert failing == [framework]
+    assert row[comparison["WEIGHTS"]] <= comparison["TOLERANCE"], "hidden in the weights"
+    assert row[comparison["UPDATE"]] > 10 * comparison["UPDATE_TOLERANCE"]
+    assert comparison["UPDATE"] in row["verdict"] and comparison["WEIGHTS"] not in row["verdict"]
+
+
+def test_weights_transplanted_without_the_flatten_reordering_fail(comparison, tensorflow_part):
+    """Keras flattens NHWC: a first dense layer loaded in PyTorch's NCHW order computes
+    another function, and the page's check says so."""
+    initial = tensorflow_part["initial_weights"]
+    # load_weights reorders fc1 from NCHW to NHWC; hand it the inverse, so that Keras gets
+    # PyTorch's fc1 as it is, as a transplant that forgot the reordering would.
+    unreordered = dict(initial, **{"fc1.weight": flattened_dense_nhwc_to_nchw(initial["fc1.weight"], 100, 8, 8)})
+    logits, after = tensorflow_part["probe"](unreordered)
+    (_, row), failing = rebuilt_table(comparison, "tensorflow", probe_logits=logits, weights_after_step=after)
+    assert failing == ["tensorflow"]
+    assert row[comparison["LOGITS"]] > 100 * comparison["TOLERANCE"]
+    assert row["verdict"].startswith(comparison["LOGITS"])
+    # and the page's own transplant, called the same way, agrees
+    logits, after = tensorflow_part["probe"](initial)
+    (_, row), failing = rebuilt_table(comparison, "tensorflow", probe_logits=logits, weights_after_step=after)
+    assert failing == [] and row["verdict"] == "agrees"
+
+
+def test_the_bench_finds_the_pages_configuration_in_pytorch(offline_smoke):
+    namespace = load_chapter(PAGE, "pytorch", until="Training")
+    name = page_configuration(namespace["make_training"], TASKS["cifar10"].alternatives["pytorch"])
+    assert name == ("NHWC (channels_last)" if namespace["device"].type == "cpu" else "NCHW")
+
+
+def test_the_bench_finds_the_pages_configuration_in_tensorflow(tensorflow_part):
+    name = page_configuration(tensorflow_part["make_training"], TASKS["cifar10"].alternatives["tensorflow"])
+    assert name == ("XLA on" if tensorflow_part["gpus"] else "XLA off")
