@@ -77,9 +77,10 @@ TASKS = {
     }),
     "resnet50": Task("resnet50", "book/chapters/resnet50_features.md", "make_resnet50", False, {
         "pytorch": {
-            "NCHW, eager": {"channels_last": False, "compile": False},
-            "NHWC, eager": {"channels_last": True, "compile": False},
-            "NHWC, torch.compile": {"channels_last": True, "compile": True},
+            "NCHW, eager": {"channels_last": False, "compile": False, "freeze": False},
+            "NHWC, eager": {"channels_last": True, "compile": False, "freeze": False},
+            "NHWC, torch.compile": {"channels_last": True, "compile": True, "freeze": False},
+            "NHWC, torch.compile, frozen": {"channels_last": True, "compile": True, "freeze": True},
         },
         "tensorflow": {
             "NHWC, XLA off": {"jit_compile": False, "data_format": "channels_last"},
@@ -93,7 +94,7 @@ TASKS = {
             "hybridized, oneDNN fusion": {"hybridize": True, "fuse": True},
         },
         "chainer": {"numpy (only path)": {}},
-    }),
+    }, stop_before="Evaluation"),  # the page has no training; its first calls are in Evaluation
 }
 
 
