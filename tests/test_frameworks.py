@@ -70,7 +70,7 @@ def test_importing_the_package_imports_no_framework():
     code = (
         "import sys, rosetta_utils, rosetta_utils.frameworks, rosetta_utils.envreport, "
         "rosetta_utils.timing, rosetta_utils.results, rosetta_utils.chapter, rosetta_utils.tables, "
-        "rosetta_utils.progress, rosetta_utils.profile, rosetta_utils.backends, rosetta_utils.page, "
+        "rosetta_utils.profile, rosetta_utils.backends, rosetta_utils.page, "
         "rosetta_utils.downloads, rosetta_utils.tab_results, rosetta_utils.page_execution, "
         "rosetta_utils.name_check, rosetta_utils.tabs, rosetta_utils.data, rosetta_utils.gru\n"
         "heavy = ['torch', 'tensorflow', 'keras', 'jax', 'flax', 'mxnet', 'chainer']\n"

@@ -4,7 +4,6 @@ import time
 
 import pytest
 
-from rosetta_utils.progress import progress, report_epoch
 from rosetta_utils.tables import markdown_table
 from rosetta_utils.timing import Timing, format_seconds, measure
 
@@ -58,25 +57,6 @@ def test_format_seconds_picks_a_readable_unit():
     assert format_seconds(2.5) == "2.50 s"
     assert format_seconds(0.0025) == "2.50 ms"
     assert format_seconds(2.5e-6) == "2.5 µs"
-
-
-def test_progress_is_silent_in_a_book_build(monkeypatch):
-    monkeypatch.setenv("ROSETTA_BOOK_BUILD", "1")
-    items = [1, 2, 3]
-    assert list(progress(items, "epoch 1")) == items
-
-
-def test_progress_shows_a_bar_elsewhere(monkeypatch, capsys):
-    monkeypatch.delenv("ROSETTA_BOOK_BUILD", raising=False)
-    assert list(progress(range(3), "epoch 1")) == [0, 1, 2]
-    assert "epoch 1" in capsys.readouterr().err
-
-
-def test_report_epoch_prints_one_compact_line(capsys):
-    line = report_epoch("jax", 2, 10, loss=1.23456, accuracy=0.5, seconds=12.34)
-    assert line == "jax epoch 2/10: loss 1.235, accuracy 0.5, 12.3 s"
-    assert capsys.readouterr().out == line + "\n"
-    assert report_epoch("jax", 1, 1, data="synthetic stand-in", loss=2.0).endswith("loss 2 (synthetic stand-in)")
 
 
 def test_markdown_table_and_its_errors():

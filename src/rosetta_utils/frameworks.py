@@ -69,9 +69,11 @@ def is_installed(name: str) -> bool:
     """Whether ``name``'s framework can be imported, without importing it."""
     check_framework(name)
     try:
-        return importlib.util.find_spec(_PROBE_MODULES[name]) is not None
+        spec = importlib.util.find_spec(_PROBE_MODULES[name])
     except (ImportError, ValueError):  # a parent package missing, or blocked in sys.modules
         return False
+    # A framework the one-framework guard refuses in this process counts as absent.
+    return spec is not None and not getattr(spec.loader, "refuses_import", False)
 
 
 def usable_cores() -> int:

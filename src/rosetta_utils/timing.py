@@ -57,29 +57,6 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} µs"
 
 
-class Stopwatch:
-    """Wall time of a ``with`` block, the framework's synchronization included at its end.
-
-    >>> with Stopwatch("pytorch") as clock:
-    ...     train_epoch()
-    >>> clock.seconds
-    """
-
-    def __init__(self, framework: str, value: Callable[[], Any] | None = None):
-        self._synchronize = backend(framework).synchronize
-        self._value = value  # optionally, what to wait for (e.g. JAX's last output)
-        self.seconds = float("nan")
-
-    def __enter__(self) -> "Stopwatch":
-        self._start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        if exc_info[0] is None:
-            self._synchronize(self._value() if self._value else None)
-        self.seconds = time.perf_counter() - self._start
-
-
 def measure(
     work: Callable[[], Any],
     framework: str,

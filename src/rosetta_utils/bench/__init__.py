@@ -11,7 +11,8 @@ IMDB) or one batch of feature extraction (ResNet-50) of each, taking turns.
 It prints, per framework, how far the page's configuration is from the
 fastest one (target: within 1.25×) and what share of this machine's peak each
 configuration's model FLOP/s reach. The peak is the fastest float32 matrix
-multiply measured in the same run across numpy and every framework's paths.
+multiply measured in the same run across numpy and every installed framework's
+paths, whichever frameworks are benchmarked.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from .. import FRAMEWORKS
 from ..frameworks import is_installed, selected_frameworks
 from ..timing import Timing
 from .compare import compare_configurations, compare_inference_configurations
@@ -82,13 +84,13 @@ def run_framework(task_name: str, framework: str, repeats: int) -> dict[str, Any
     }
 
 
-def _run_in_own_process(task: str, framework: str, repeats: int) -> dict[str, Any]:
+def _run_in_own_process(task: str, framework: str, repeats: int, peak_only: bool = False) -> dict[str, Any]:
     from ..one_framework import environment
 
     with tempfile.TemporaryDirectory(prefix="rosetta-bench-") as folder:
         out = Path(folder) / "result.json"
         command = [sys.executable, "-m", "rosetta_utils.bench", task, "--one", framework,
-                   "--repeats", str(repeats), "--json", str(out)]
+                   "--repeats", str(repeats), "--json", str(out)] + (["--peak-only"] if peak_only else [])
         done = subprocess.run(command, env=environment(framework))
         if done.returncode != 0:
             raise RuntimeError(f"the {framework} benchmark of {task} failed (exit {done.returncode}); "
@@ -125,9 +127,17 @@ def summarize(task: str, measured: Mapping[str, Mapping[str, Any]], numpy_rates:
 
 
 def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict[str, Any]:
-    """Time every framework's configurations for ``task``, each framework in its own process."""
+    """Time every framework's configurations for ``task``, each framework in its own process.
+
+    The peak spans every installed library, benchmarked or not, so that a run of
+    one framework reports the same shares of peak as a run of all five.
+    """
     measured = {framework: _run_in_own_process(task, framework, repeats) for framework in frameworks}
-    return summarize(task, measured, measure_matmul_flops(None))
+    rates = measure_matmul_flops(None)
+    for framework in FRAMEWORKS:
+        if framework not in measured and is_installed(framework):
+            rates.update(_run_in_own_process(task, framework, repeats, peak_only=True)["matmul_flops"])
+    return summarize(task, measured, rates)
 
 
 def format_report(report: Mapping[str, Any]) -> str:
@@ -173,13 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=10, help="timed calls per configuration (default 10)")
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one framework in this process
+    parser.add_argument("--peak-only", action="store_true", help=argparse.SUPPRESS)  # internal, with --one
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     if args.profile:
         os.environ["ROSETTA_PROFILE"] = args.profile
     if args.one:
-        result = run_framework(args.task, args.one, args.repeats)
+        result = ({"matmul_flops": measure_matmul_flops(args.one)} if args.peak_only
+                  else run_framework(args.task, args.one, args.repeats))
         args.json.write_text(json.dumps(result))
         return 0
     if args.frameworks:

@@ -28,6 +28,8 @@ MODULES = {
 class _Refused:
     """The loader of a refused module: importing it raises ``ModuleNotFoundError``."""
 
+    refuses_import = True  # rosetta_utils.frameworks.is_installed reads it
+
     def __init__(self, message):
         self.message = message
 
