@@ -70,13 +70,20 @@ def build_sphinx(source: Path, pages: dict[str, str], execution: str = "off", en
     )
 
 
+def smoke_offline(patch: pytest.MonkeyPatch, results_dir: Path | None = None) -> None:
+    """Set the environment `make test` runs pages in: smoke profile, offline (labelled
+    stand-ins for missing data), a book build; records into ``results_dir`` if given."""
+    patch.setenv("ROSETTA_PROFILE", "smoke")
+    patch.setenv("ROSETTA_OFFLINE", "1")
+    patch.setenv("ROSETTA_BOOK_BUILD", "1")
+    if results_dir is not None:
+        patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
+
+
 @pytest.fixture
 def offline_smoke(monkeypatch):
-    """A page's run as `make test` does it: smoke profile, offline, no official weights."""
-    monkeypatch.setenv("ROSETTA_PROFILE", "smoke")
-    monkeypatch.setenv("ROSETTA_OFFLINE", "1")
-    monkeypatch.setenv("ROSETTA_BOOK_BUILD", "1")
-    monkeypatch.delenv("ROSETTA_PRETRAINED", raising=False)
+    """A page's run as `make test` does it (see smoke_offline), for one test."""
+    smoke_offline(monkeypatch)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.bench.tasks import TASKS, page_configuration
 from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
@@ -26,14 +27,6 @@ PARAMETERS = 3_441_592
 
 if "pytorch" not in INSTALLED:
     pytest.skip("PyTorch is the page's yardstick", allow_module_level=True)
-
-
-def smoke_offline(patch: pytest.MonkeyPatch) -> None:
-    """The page as `make test` runs it: smoke profile, offline, no official weights."""
-    patch.setenv("ROSETTA_PROFILE", "smoke")
-    patch.setenv("ROSETTA_OFFLINE", "1")
-    patch.setenv("ROSETTA_BOOK_BUILD", "1")
-    patch.delenv("ROSETTA_PRETRAINED", raising=False)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
@@ -45,11 +46,7 @@ def results_dir(tmp_path_factory):
     """Smoke profile, offline, records into a temporary folder, for the whole module."""
     patch = pytest.MonkeyPatch()
     folder = tmp_path_factory.mktemp("gru-flavors-results")
-    patch.setenv("ROSETTA_PROFILE", "smoke")
-    patch.setenv("ROSETTA_OFFLINE", "1")
-    patch.setenv("ROSETTA_BOOK_BUILD", "1")
-    patch.delenv("ROSETTA_PRETRAINED", raising=False)
-    patch.setenv("ROSETTA_RESULTS_DIR", str(folder))
+    smoke_offline(patch, folder)
     patch.setenv("MPLBACKEND", "Agg")
     # the MXNet tab sets it with setdefault: keep this process's value, restored at the end
     patch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0)))))

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.bench.tasks import TASKS, page_configuration
 from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
@@ -24,15 +25,6 @@ PAGE = Path(__file__).parents[1] / "book" / "chapters" / "imdb_gru.md"
 INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 PARAMETERS = 3_818_302  # the reference's count
 TOLERANCE = 1e-4
-
-
-def _smoke_offline(patch, results_dir=None):
-    patch.setenv("ROSETTA_PROFILE", "smoke")
-    patch.setenv("ROSETTA_OFFLINE", "1")
-    patch.setenv("ROSETTA_BOOK_BUILD", "1")
-    patch.delenv("ROSETTA_PRETRAINED", raising=False)
-    if results_dir is not None:
-        patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +38,7 @@ def page(results_dir):
     """The page as the build runs it: each framework's part in its own process,
     then the comparison cells on what the parts left (their namespace)."""
     patch = pytest.MonkeyPatch()
-    _smoke_offline(patch, results_dir)
+    smoke_offline(patch, results_dir)
     try:
         yield load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
     finally:
@@ -58,7 +50,7 @@ def models():
     """Each framework's Setup, Data and Model sections, run in this process:
     the tab's builder and predict_logits, the model at its starting weights."""
     patch = pytest.MonkeyPatch()
-    _smoke_offline(patch)
+    smoke_offline(patch)
     try:
         yield {framework: load_chapter(PAGE, framework, until="Training") for framework in INSTALLED}
     finally:

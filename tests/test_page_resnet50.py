@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.bench.tasks import TASKS, page_configuration
 from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
@@ -29,14 +30,6 @@ PAGE_CONFIGURATIONS = {"pytorch": "NHWC, torch.compile", "tensorflow": "NHWC, XL
 
 if "pytorch" not in INSTALLED:
     pytest.skip("PyTorch is the page's yardstick", allow_module_level=True)
-
-
-def smoke_offline(patch: pytest.MonkeyPatch) -> None:
-    """The page as `make test` runs it: smoke profile, offline, no official weights."""
-    patch.setenv("ROSETTA_PROFILE", "smoke")
-    patch.setenv("ROSETTA_OFFLINE", "1")
-    patch.setenv("ROSETTA_BOOK_BUILD", "1")
-    patch.delenv("ROSETTA_PRETRAINED", raising=False)
 
 
 @pytest.fixture(scope="module")

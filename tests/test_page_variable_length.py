@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.equivalence import equivalence_table, failures
@@ -72,12 +73,8 @@ def smoke(tmp_path_factory):
     """The build's conditions: smoke profile, offline, no official weights; records
     go to a folder of the test's own."""
     patch = pytest.MonkeyPatch()
-    patch.setenv("ROSETTA_PROFILE", "smoke")
-    patch.setenv("ROSETTA_OFFLINE", "1")
-    patch.setenv("ROSETTA_BOOK_BUILD", "1")
-    patch.delenv("ROSETTA_PRETRAINED", raising=False)
     results = tmp_path_factory.mktemp("results")
-    patch.setenv("ROSETTA_RESULTS_DIR", str(results))
+    smoke_offline(patch, results)
     yield results
     patch.undo()
 
