@@ -96,3 +96,84 @@ def test_mxnet_threads_are_what_it_really_uses_without_omp_num_threads():
     appendix measures it), and the report says one thread instead of failing."""
     line = report_in_a_part("mxnet", "import numpy as np\nnp.bool = bool\nimport mxnet as mx")
     assert line.endswith("on cpu, 1 thread"), line
+
+
+ARRAY_AND_MODEL = {
+    "pytorch": "made = torch.ones(2)\nmodel = torch.nn.Linear(2, 1)",
+    "tensorflow": "made = tf.ones(2)\nmodel = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])",
+    "jax": "made = jax.numpy.ones(2)\nmodel = nnx.Linear(2, 1, rngs=nnx.Rngs(0))",
+    "mxnet": "made = mx.nd.ones(2)\nmodel = mx.gluon.nn.Dense(1, in_units=2)\nmodel.initialize()",
+    "chainer": "made = chainer.Variable(np.ones(2, np.float32))\nmodel = chainer.links.Linear(2, 1)",
+}
+
+
+def device_in_a_part(framework: str, code: str) -> str:
+    env = environment(framework)
+    script = (f"import numpy as np\n{PAGE_IMPORTS[framework]}\n{code}\n"
+              "from rosetta_utils.envreport import array_device_in\n"
+              f"print('DEVICE', array_device_in({framework!r}, dict(globals())))")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [line for line in done.stdout.splitlines() if line.startswith("DEVICE ")][-1][len("DEVICE "):]
+
+
+@pytest.mark.parametrize("framework", [n for n in FRAMEWORKS if is_installed(n)])
+def test_the_device_is_read_from_an_array_the_part_made(framework):
+    assert device_in_a_part(framework, ARRAY_AND_MODEL[framework]) == "cpu"
+    assert device_in_a_part(framework, "nothing = np.ones(3)").startswith("not checked")
+
+
+@pytest.mark.skipif(not is_installed("chainer"), reason="Chainer is not installed")
+def test_chainer_is_never_labelled_gpu_while_its_arrays_stay_numpy():
+    """Even where CuPy claims a GPU, a Chainer part whose arrays are numpy ran on the CPU."""
+    code = ("chainer.backends.cuda.available = True  # as if CuPy saw a GPU\n" + ARRAY_AND_MODEL["chainer"])
+    assert device_in_a_part("chainer", code) == "cpu"
+
+
+from rosetta_utils.frameworks import gpu_build  # noqa: E402
+from rosetta_utils.profile import plan_frameworks  # noqa: E402
+
+BUILDS = {"pytorch": "torch for CUDA 12.8", "jax": "jax-cuda12-plugin", "mxnet": None}
+
+
+@pytest.mark.parametrize(
+    "gpu, requested, expected",
+    [
+        (False, "", {"pytorch": "smoke", "jax": "smoke", "mxnet": "smoke"}),
+        (True, "", {"pytorch": "full", "jax": "full", "mxnet": None}),
+        (True, "smoke", {"pytorch": "smoke", "jax": "smoke", "mxnet": "smoke"}),
+        (True, "full", {"pytorch": "full", "jax": "full", "mxnet": "full"}),
+        (False, "full", {"pytorch": "full", "jax": "full", "mxnet": "full"}),
+        (False, "smoke", {"pytorch": "smoke", "jax": "smoke", "mxnet": "smoke"}),
+    ],
+)
+def test_the_profile_of_each_framework_for_gpu_build_and_request(gpu, requested, expected):
+    plans = plan_frameworks(BUILDS, BUILDS, gpu_visible=gpu, requested=requested)
+    assert {name: plan.profile for name, plan in plans.items()} == expected
+    # Nothing runs the full profile on a CPU unless the reader asked for it.
+    for name, plan in plans.items():
+        if plan.profile == "full" and not (gpu and BUILDS[name]):
+            assert requested == "full"
+    if gpu and not requested:
+        assert "no GPU build" in plans["mxnet"].reason and "ROSETTA_PROFILE=smoke" in plans["mxnet"].reason
+        assert "on the GPU (torch for CUDA 12.8)" in plans["pytorch"].reason
+
+
+def test_an_unknown_profile_in_the_plan_lists_the_valid_ones():
+    with pytest.raises(UnknownProfileError, match="expected one of smoke, full"):
+        plan_frameworks(BUILDS, BUILDS, gpu_visible=True, requested="huge")
+
+
+def test_gpu_builds_are_read_from_the_installed_packages():
+    cpu_only = {"torch": "2.13.0+cpu", "tensorflow-cpu": "2.21.0", "jax": "0.7.1", "mxnet": "1.9.1",
+                "chainer": "7.8.1", "cupy-cuda13x": "13.6.0"}
+    assert {n: gpu_build(n, cpu_only, torch_cuda=None) for n in FRAMEWORKS} == dict.fromkeys(FRAMEWORKS)
+    gpu = {"torch": "2.13.0", "tensorflow": "2.21.0", "nvidia-cudnn-cu12": "9", "jax-cuda12-plugin": "0.7.1",
+           "mxnet-cu117": "1.9.1", "cupy-cuda110": "7.8.0"}
+    assert gpu_build("pytorch", gpu, torch_cuda="12.8") == "torch for CUDA 12.8"
+    assert gpu_build("tensorflow", gpu) == "tensorflow[and-cuda]"
+    assert gpu_build("jax", gpu) == "jax-cuda12-plugin"
+    assert gpu_build("mxnet", gpu) == "mxnet-cu117"
+    assert gpu_build("chainer", gpu) == "cupy-cuda110 (CuPy 7)"
+    # This machine's own install: the CPU builds.
+    assert all(gpu_build(n) is None for n in FRAMEWORKS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 from . import FRAMEWORK_TITLES
 from .backends import backend
@@ -33,10 +34,35 @@ class FrameworkReport:
         return f"{FRAMEWORK_TITLES[self.framework]}: {versions} on {self.device}, {threads}"
 
 
-def report_framework(name: str) -> FrameworkReport:
-    """Where and how framework ``name`` runs in this process (see :mod:`rosetta_utils.backends`)."""
+def report_framework(name: str, namespace: Mapping[str, Any] | None = None) -> FrameworkReport:
+    """Where and how framework ``name`` runs in this process (see :mod:`rosetta_utils.backends`).
+
+    With ``namespace`` (what a page's part defined), the device is read from an array or
+    model the part made, never inferred from an installed package: the newest such value
+    (a page's last cells hold its trained model), or "not checked" if the part made none.
+    """
     helpers = backend(name)
-    return FrameworkReport(name, helpers.version(), helpers.device(), helpers.threads())
+    device = helpers.device() if namespace is None else array_device_in(name, namespace)
+    return FrameworkReport(name, helpers.version(), device, helpers.threads())
+
+
+def array_device_in(name: str, namespace: Mapping[str, Any]) -> str:
+    """The device of the last value in ``namespace`` that is one of framework ``name``'s
+    arrays or models (also looked for one level down, in dicts, lists and tuples)."""
+    helpers = backend(name)
+    for variable, value in reversed(list(namespace.items())):
+        if variable.startswith("_"):
+            continue
+        candidates = list(value.values()) if isinstance(value, Mapping) else (
+            list(value) if isinstance(value, (list, tuple)) else [value])
+        for candidate in candidates:
+            try:
+                found = helpers.array_device(candidate)
+            except Exception:  # an object that merely looks like an array
+                found = None
+            if found:
+                return found
+    return f"not checked (the part made no {name} array)"
 
 
 def cpu_model() -> str:

@@ -68,7 +68,8 @@ def collect_tab_results(
     namespace: Mapping[str, Any], names: Iterable[str], framework: str, page: str = "the page"
 ) -> dict[str, Any]:
     """The values of ``names`` in a framework part's namespace, checked to be plain data,
-    plus ``environment``: the framework's versions, device and threads."""
+    plus ``environment``: the framework's versions, threads, and the device of an array the
+    part made."""
     from .envreport import report_framework
 
     results: dict[str, Any] = {}
@@ -79,7 +80,7 @@ def collect_tab_results(
                 "front matter lists under tab_results"
             )
         results[name] = _plain(namespace[name], f"{page}: the {framework} part's {name!r}")
-    report = report_framework(framework)
+    report = report_framework(framework, namespace)
     results["environment"] = _plain({
         "versions": dict(report.versions), "device": report.device, "threads": report.threads,
         "line": report.line(),

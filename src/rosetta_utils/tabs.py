@@ -47,9 +47,8 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from . import FRAMEWORK_TITLES, FRAMEWORKS, __version__
-from .frameworks import selected_frameworks
 from .page import Page, PageError
-from .profile import current_profile
+from .profile import build_plan, current_profile, executed_frameworks
 
 LOGGER = logging.getLogger(__name__)
 SYNC_GROUP = "framework"
@@ -92,7 +91,7 @@ def _on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
     reader = create_nb_reader(str(path), app.env.myst_config, app.env.mystnb_config, source[0])
     if path.suffix != ".md" or reader is None:  # not a MyST notebook: nothing to execute
         return
-    selected = selected_frameworks()
+    selected = executed_frameworks()
     if selected != FRAMEWORKS:
         source[0] = skip_unselected_cells(source[0], selected)
     page = Page(path, reader.read(source[0]))
@@ -196,6 +195,13 @@ def _tab_item(framework: str, children: list[nodes.Node], note: str | None = Non
     )
 
 
+def _left_out_note(framework: str) -> str:
+    """Why this build did not execute ``framework``'s cells."""
+    plan = build_plan().get(framework)
+    why = plan.reason if plan is not None else "ROSETTA_FRAMEWORKS leaves it out"
+    return f"{FRAMEWORK_TITLES[framework]} was not executed in this build ({why})."
+
+
 def _tab_set(classes: list[str], items: list[nodes.container]) -> nodes.container:
     from sphinx_design.shared import create_component
 
@@ -203,7 +209,7 @@ def _tab_set(classes: list[str], items: list[nodes.container]) -> nodes.containe
 
 
 def _regroup(parent: nodes.Element, declared: tuple[str, ...]) -> None:
-    selected = selected_frameworks()
+    selected = executed_frameworks()
     children = list(parent.children)
     index = 0
     while index < len(children):
@@ -227,9 +233,7 @@ def _regroup(parent: nodes.Element, declared: tuple[str, ...]) -> None:
                 location=run[0], type="rosetta", subtype="tabs",
             )
         items = [
-            _tab_item(name, by_framework[name], None if name in selected else
-                      f"{FRAMEWORK_TITLES[name]} was not executed in this build "
-                      "(ROSETTA_FRAMEWORKS leaves it out).")
+            _tab_item(name, by_framework[name], None if name in selected else _left_out_note(name))
             for name in FRAMEWORKS if name in by_framework
         ]
         tab_set = _tab_set(["rosetta-framework-tabs"], items)
@@ -374,7 +378,7 @@ def execution_cache_name() -> str:
     helpers: each combination gets its own cache, so a smoke run is never
     served as a full one and a changed helper re-executes the pages.
     """
-    selected = selected_frameworks()
+    selected = executed_frameworks()
     frameworks = "all" if selected == FRAMEWORKS else "-".join(selected)
     return f"{current_profile()}-{frameworks}-{helpers_fingerprint()}"
 

@@ -7,6 +7,9 @@ Each module offers the same functions:
     the framework's version and those of its main companions, as a dict;
 ``device()``
     where the framework puts new arrays, e.g. ``"cpu"`` or ``"cuda:0 (NVIDIA H200)"``;
+``array_device(value)``
+    where ``value`` lives if it is one of the framework's arrays or models (its first
+    parameter), else None: what the book reports as a part's device;
 ``threads()``
     how many CPU threads its kernels use, as the framework reports it;
 ``synchronize(value)``

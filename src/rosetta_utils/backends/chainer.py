@@ -31,10 +31,30 @@ def version() -> dict[str, str]:
 
 
 def device() -> str:
-    chainer = _chainer()
-    if chainer.backends.cuda.available:
-        return "gpu:0 (CuPy)"
+    """Chainer makes new arrays with numpy unless a page sends them to a CuPy device, so its
+    default device is the CPU even where CuPy is installed (see :func:`array_device`)."""
+    _chainer()
     return "cpu"
+
+
+def array_device(value: Any) -> str | None:
+    """Where ``value`` (a Variable, a Link's first parameter, or a CuPy array) lives: Chainer
+    computes wherever its arrays are, whether or not CuPy is installed. A bare numpy array is
+    no evidence (every page has them); one inside a Variable or a Link is Chainer's CPU."""
+    chainer = _chainer()
+
+    if isinstance(value, chainer.Link):
+        parameter = next(iter(value.params()), None)
+        value = parameter if parameter is not None and parameter.array is not None else None
+    if isinstance(value, chainer.Variable):
+        value = value.array
+    elif type(value).__module__.split(".")[0] not in ("cupy", "chainerx"):
+        return None
+    if value is None:
+        return None
+    device = chainer.backend.get_device_from_array(value)
+    return "cpu" if device.xp.__name__ == "numpy" else str(device)
+
 
 
 def threads() -> int:

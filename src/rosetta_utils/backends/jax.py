@@ -23,6 +23,22 @@ def device() -> str:
     return f"{first.platform}:{first.id} ({first.device_kind})"
 
 
+def array_device(value: Any) -> str | None:
+    """Where ``value`` (a jax.Array, or an nnx.Module's first parameter) lives."""
+    import jax
+    from flax import nnx
+
+    if isinstance(value, nnx.Module):
+        leaves = jax.tree_util.tree_leaves(nnx.state(value, nnx.Param))
+        value = leaves[0] if leaves else None
+    if not isinstance(value, jax.Array) or isinstance(value, jax.core.Tracer):
+        return None
+    first = sorted(value.devices(), key=lambda device: device.id)[0]
+    if first.platform == "cpu":
+        return "cpu"
+    return f"{first.platform}:{first.id} ({first.device_kind})"
+
+
 def threads() -> int:
     """XLA's CPU client runs its Eigen thread pool on every usable core."""
     return usable_cores()

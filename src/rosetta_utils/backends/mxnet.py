@@ -35,6 +35,21 @@ def device() -> str:
     return "gpu:0" if mx.context.num_gpus() > 0 else "cpu"
 
 
+def array_device(value: Any) -> str | None:
+    """Where ``value`` (an NDArray, or a Gluon block's first parameter) lives."""
+    mx = _mxnet()
+    if isinstance(value, mx.gluon.Block):
+        parameters = list(value.collect_params().values())
+        try:
+            value = parameters[0].data() if parameters else None
+        except (RuntimeError, mx.base.MXNetError):  # not initialized yet
+            return None
+    if not isinstance(value, mx.nd.NDArray):
+        return None
+    context = value.context
+    return "cpu" if context.device_type == "cpu" else f"{context.device_type}:{context.device_id}"
+
+
 def threads() -> int:
     """The OpenMP threads MXNet's operators run on, as its OpenMP runtime reports them.
 

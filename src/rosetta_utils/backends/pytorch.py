@@ -19,6 +19,19 @@ def device() -> str:
     return "cpu"
 
 
+def array_device(value: Any) -> str | None:
+    """Where ``value`` (a tensor, or a module's first parameter) lives; None if it is neither."""
+    import torch
+
+    if isinstance(value, torch.nn.Module):
+        value = next(iter(value.parameters()), None)
+    if not isinstance(value, torch.Tensor):
+        return None
+    if value.device.type == "cuda":
+        return f"{value.device} ({torch.cuda.get_device_name(value.device)})"
+    return value.device.type
+
+
 def threads() -> int:
     """PyTorch's intra-op threads (``torch.get_num_threads()``)."""
     import torch

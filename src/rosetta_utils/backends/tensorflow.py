@@ -24,6 +24,19 @@ def device() -> str:
     return "cpu"
 
 
+def array_device(value: Any) -> str | None:
+    """Where ``value`` (a tensor, a variable, or a Keras model's first weight) lives."""
+    import keras
+    import tensorflow as tf
+
+    if isinstance(value, keras.Model) and value.weights:
+        value = value.weights[0].value
+    if not isinstance(value, (tf.Tensor, tf.Variable)) or not getattr(value, "device", ""):
+        return None
+    spec = tf.DeviceSpec.from_string(value.device)
+    return "cpu" if spec.device_type == "CPU" else f"{spec.device_type.lower()}:{spec.device_index}"
+
+
 def threads() -> int:
     """Intra-op threads; TensorFlow's 0 means "one per usable core"."""
     import tensorflow as tf
