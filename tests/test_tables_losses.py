@@ -1,0 +1,86 @@
+"""The losses translation table, checked through the code the page shows.
+
+Each framework's part runs in its own process as in the book build, the
+page's comparison cell checks every concept against its float64 reference,
+and the tests below count what it checked, break one translation on purpose
+(Huber's delta read as smooth L1's beta) and see the check name it, and make
+sure the compact table names only APIs that the tabs really run.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import smoke_offline
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.chapter import ChapterError, load_comparisons, run_framework_parts
+from rosetta_utils.frameworks import is_installed
+from rosetta_utils.page import Page, cell_role
+from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
+
+PAGE = Path(__file__).parents[1] / "book" / "tables" / "losses.md"
+PAGE_NAME = "tables/losses.md"
+INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
+PROMISED_CONCEPTS = 13
+
+
+@pytest.fixture(scope="module")
+def results():
+    patch = pytest.MonkeyPatch()
+    smoke_offline(patch)
+    try:
+        yield run_framework_parts(PAGE, INSTALLED)
+    finally:
+        patch.undo()
+
+
+@pytest.fixture(scope="module")
+def page(results):
+    return load_comparisons(PAGE, results)
+
+
+def compact_table(path):
+    """The page's first Markdown table: {concept: {framework: [API names]}}."""
+    lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
+    rows = {}
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0]] = {framework: re.findall(r"`([^`]+)`", cell)
+                          for framework, cell in zip(FRAMEWORKS, cells[1:])}
+    return rows
+
+
+def test_every_concept_is_checked_in_every_framework(page):
+    checks = page["checks"]
+    concepts = {check.concept for check in checks}
+    assert len(concepts) >= PROMISED_CONCEPTS
+    for concept in concepts:
+        assert {c.framework for c in checks if c.concept == concept} == set(INSTALLED)
+    assert all(check.verdict == "exact" for check in checks)
+    assert numeric_share(checks) >= 0.95
+
+
+def test_a_wrong_convention_is_caught_naming_page_concept_and_framework(page, results):
+    """Huber with delta 2 computed as PyTorch's smooth L1 with beta 2 (half as large)."""
+    wrong = {framework: dict(values) for framework, values in results.items()}
+    outputs = dict(wrong["pytorch"]["outputs"])
+    outputs["huber"] = outputs["smooth_l1"]
+    wrong["pytorch"]["outputs"] = outputs
+    with pytest.raises(TranslationMismatch, match=r"tables/losses.md: concept 'huber', framework pytorch"):
+        check_concepts(PAGE_NAME, wrong, page["references"])
+    with pytest.raises(ChapterError, match=r"TranslationMismatch.*concept 'huber', framework pytorch"):
+        load_comparisons(PAGE, wrong)
+
+
+def test_the_compact_table_names_only_apis_the_tabs_run():
+    page = Page.read(PAGE)
+    code = {framework: "\n".join(cell.source for cell in page.notebook.cells
+                                 if cell.cell_type == "code" and cell_role(cell) == framework)
+            for framework in FRAMEWORKS}
+    table = compact_table(PAGE)
+    assert len(table) >= PROMISED_CONCEPTS
+    missing = [f"{concept} / {framework}: {name}" for concept, cells in table.items()
+               for framework, names in cells.items() for name in names
+               if name != "none" and name not in code[framework]]
+    assert not missing, "the table names APIs the tabs never run:\n" + "\n".join(missing)
