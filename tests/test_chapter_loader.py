@@ -129,3 +129,29 @@ def test_a_part_runs_in_its_own_process_where_other_frameworks_do_not_import(wri
     leaning = myst_page("Lean", code_cell("import torch", "jax"))
     with pytest.raises(ChapterError, match=r"import of 'torch' refused: this process runs the jax part"):
         run_framework_part(write_page("lean.md", leaning), "jax")
+
+
+def test_parts_the_build_executed_are_taken_from_its_cache_and_changed_code_runs_again(
+        write_page, tmp_path, monkeypatch):
+    """`make test` runs the unit tests after the smoke build: a part whose code, profile and
+    helpers the build already executed comes from the build's cache; any change runs it."""
+    from jupyter_cache import get_cache
+
+    from rosetta_utils import chapter
+    from rosetta_utils.page import Page
+    from rosetta_utils.page_execution import execute_page, framework_parts_cache
+
+    text = myst_page("Cached", code_cell("import numpy as np\nx = np.arange(3)", "jax"),
+                     front_matter_extra="tab_results: [x]\n")
+    path = write_page("cached.md", text)
+    base = tmp_path / "jupyter_cache"
+    execute_page(Page.read(path), ["jax"], get_cache(framework_parts_cache(base)))
+    monkeypatch.setenv("ROSETTA_BUILD_CACHE", str(base))
+    started = []
+    real_run = chapter.subprocess.run
+    monkeypatch.setattr(chapter.subprocess, "run", lambda *a, **k: started.append(a) or real_run(*a, **k))
+    results = run_framework_part(path, "jax")
+    assert np.array_equal(results["x"], np.arange(3)) and "environment" in results
+    assert started == [], "the part ran again although the build had executed the same code"
+    path.write_text(text.replace("np.arange(3)", "np.arange(4)"))
+    assert np.array_equal(run_framework_part(path, "jax")["x"], np.arange(4)) and len(started) == 1

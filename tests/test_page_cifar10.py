@@ -180,3 +180,17 @@ def test_the_bench_finds_the_pages_configuration_in_pytorch(offline_smoke):
 def test_the_bench_finds_the_pages_configuration_in_tensorflow(tensorflow_part):
     name = page_configuration(tensorflow_part["make_training"], TASKS["cifar10"].alternatives["tensorflow"])
     assert name == ("XLA on" if tensorflow_part["gpus"] else "XLA off")
+
+
+def test_the_equivalence_check_runs_in_true_float32_and_timing_with_the_defaults(comparison):
+    """Each TF32 switch read inside the page's own equivalence cells: off there; the part's
+    environment, read at its end (after Timing), shows the framework's defaults again."""
+    runs = comparison["runs"]
+    expected = {"pytorch": ["ieee", "ieee", "ieee"], "tensorflow": False, "jax": "highest",
+                "mxnet": "float32", "chainer": "float32"}
+    defaults = {"pytorch": "matmul none, conv tf32, rnn tf32", "tensorflow": "TF32 allowed",
+                "jax": "matmul precision default"}
+    for framework, run in runs.items():
+        assert run.equivalence_precision == expected[framework], framework
+        if framework in defaults:
+            assert run.environment["float32"] == defaults[framework], framework

@@ -143,3 +143,14 @@ def test_task_pages_keep_the_books_order_of_sections(name):
     for cell in page.notebook.cells:
         if cell.cell_type == "markdown" and cell.source.startswith("## ") and empty.search(cell.source):
             pytest.fail(f"{name}: a section that says it is empty should be left out:\n{cell.source[:200]}")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=page_id)
+def test_a_chapters_records_use_its_results_task(path):
+    """The device check files a chapter's records under the page's results_task: the task
+    name its own Timing cells record under, so that the results page sets them side by side."""
+    import re
+
+    page = Page.read(path)
+    recorded = set(re.findall(r'record_result\(\s*"([\w-]+)"', path.read_text()))
+    assert recorded <= {page.results_task}, f"{path.name} records {recorded}, declares {page.results_task}"

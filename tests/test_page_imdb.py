@@ -268,3 +268,17 @@ def test_the_padding_mistake_was_measured_once_against_the_page(page):
     for framework in INSTALLED:
         if framework != "pytorch":
             assert page["runs"][framework].padding_mistake is None
+
+
+def test_the_equivalence_check_runs_in_true_float32_and_timing_with_the_defaults(page):
+    """Each TF32 switch read inside the page's own equivalence cells: off there; the part's
+    environment, read at its end (after Timing), shows the framework's defaults again."""
+    runs = page["runs"]
+    expected = {"pytorch": ["ieee", "ieee", "ieee"], "tensorflow": False, "jax": "highest",
+                "mxnet": "float32", "chainer": "float32"}
+    defaults = {"pytorch": "matmul none, conv tf32, rnn tf32", "tensorflow": "TF32 allowed",
+                "jax": "matmul precision default"}
+    for framework, run in runs.items():
+        assert run.equivalence_precision == expected[framework], framework
+        if framework in defaults:
+            assert run.environment["float32"] == defaults[framework], framework

@@ -273,3 +273,17 @@ def test_the_bench_finds_the_pages_configuration(framework):
         expected = "hybridized"  # oneDNN's fusion is a CPU path
     assert page_configuration(part["make_resnet50"], alternatives) == expected
     assert len(TASKS["resnet50"].inputs(part)[0]) == part["BATCH"]
+
+
+def test_the_equivalence_check_runs_in_true_float32_and_timing_with_the_defaults(comparison):
+    """Each TF32 switch read inside the page's own equivalence cells: off there; the part's
+    environment, read at its end (after Timing), shows the framework's defaults again."""
+    runs = comparison["runs"]
+    expected = {"pytorch": ["ieee", "ieee", "ieee"], "tensorflow": False, "jax": "highest",
+                "mxnet": "float32", "chainer": "float32"}
+    defaults = {"pytorch": "matmul none, conv tf32, rnn tf32", "tensorflow": "TF32 allowed",
+                "jax": "matmul precision default"}
+    for framework, run in runs.items():
+        assert run.equivalence_precision == expected[framework], framework
+        if framework in defaults:
+            assert run.environment["float32"] == defaults[framework], framework

@@ -67,3 +67,14 @@ def test_bad_records_are_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="plain name"):
         record_result("../escape", "jax", {}, versions={}, device="cpu", folder=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_record_dated_in_the_future_is_skipped_with_a_warning(tmp_path):
+    record(tmp_path)
+    line = json.loads((tmp_path / "cifar10.jsonl").read_text())
+    with open(tmp_path / "cifar10.jsonl", "a") as handle:
+        handle.write(json.dumps({**line, "date": "2999-01-01T00:00:00+00:00"}) + "\n")
+        handle.write(json.dumps({**line, "date": "last tuesday"}) + "\n")
+    with pytest.warns(CorruptRecordWarning, match="cifar10.jsonl:2: .*dated in the future"):
+        table = load_results([tmp_path])
+    assert len(table) == 1 and "is not an ISO date" in table.problems[1]

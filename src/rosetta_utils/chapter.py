@@ -121,11 +121,40 @@ def tab_results_of(path: str | Path, framework: str, namespace: Mapping[str, Any
     return collect_tab_results(namespace, page.tab_results, framework, page=str(page.path))
 
 
+#: Names the folder of a book build's execution caches (``_build/.jupyter_cache``): where
+#: that build already executed a part with the same code, profile and helpers, the loader
+#: takes its results from there instead of running the part again (``make test`` runs the
+#: unit tests after the smoke build).
+BUILD_CACHE_VARIABLE = "ROSETTA_BUILD_CACHE"
+
+
+def _from_the_build(page: Page, framework: str) -> dict[str, Any] | None:
+    base = os.environ.get(BUILD_CACHE_VARIABLE)
+    if not base:
+        return None
+    from .page_execution import framework_parts_cache, take_from_cache
+
+    folder = framework_parts_cache(base)
+    if not folder.is_dir():
+        return None
+    from jupyter_cache import get_cache
+
+    with tempfile.TemporaryDirectory(prefix="rosetta-part-") as results:
+        if take_from_cache(page, framework, Path(results), get_cache(folder)) is None:
+            return None
+        return load_tab_results(results)[framework].as_dict()
+
+
 def run_framework_part(path: str | Path, framework: str, timeout: float | None = None) -> dict[str, Any]:
     """Run ``framework``'s part of the page in a fresh Python process, where every other
-    framework's import fails, as in the book build; return its tab results."""
+    framework's import fails, as in the book build; return its tab results. Where
+    ``ROSETTA_BUILD_CACHE`` names a build that executed the same code under the same
+    conditions, its results are taken from there (see :data:`BUILD_CACHE_VARIABLE`)."""
     page = _read(path)
     page.check_framework(framework)
+    built = _from_the_build(page, framework)
+    if built is not None:
+        return built
     with tempfile.TemporaryDirectory(prefix="rosetta-part-") as folder:
         command = [sys.executable, "-m", "rosetta_utils.chapter", str(page.path), framework, folder]
         try:

@@ -26,6 +26,7 @@ class FrameworkReport:
     versions: dict[str, str]
     device: str
     threads: int
+    float32: str = ""
 
     def line(self) -> str:
         """One line for a page, e.g. ``PyTorch: torch 2.13.0 on cpu, 2 threads``."""
@@ -43,7 +44,7 @@ def report_framework(name: str, namespace: Mapping[str, Any] | None = None) -> F
     """
     helpers = backend(name)
     device = helpers.device() if namespace is None else array_device_in(name, namespace)
-    return FrameworkReport(name, helpers.version(), device, helpers.threads())
+    return FrameworkReport(name, helpers.version(), device, helpers.threads(), helpers.float32_precision())
 
 
 def array_device_in(name: str, namespace: Mapping[str, Any]) -> str:

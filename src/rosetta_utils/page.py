@@ -115,6 +115,12 @@ class Page:
             raise PageError(f"{self.path}: front matter 'frameworks': {error}") from None
 
     @property
+    def results_task(self) -> str:
+        """The task name of the page's result records (front matter ``results_task``,
+        default the page's file name)."""
+        return str(self.notebook.metadata.get("results_task") or self.name)
+
+    @property
     def tab_results(self) -> tuple[str, ...]:
         """The names every framework part must leave for the comparison cells."""
         return tuple(_front_matter_list(self.notebook, "tab_results") or ())

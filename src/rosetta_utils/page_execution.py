@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import hashlib
 import os
 import sys
 import tempfile
@@ -30,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from . import FRAMEWORK_TITLES
+from . import FRAMEWORK_TITLES, FRAMEWORKS
 from .downloads import download_notebook_with_origins
 from .one_framework import environment
 from .page import Page
+from .profile import current_profile, executed_frameworks
 from .tab_results import RESULTS_FOLDER_VARIABLE, load_tab_results
 
 #: Seconds a single cell may run (the book's _config.yml sets the build's).
@@ -149,6 +151,26 @@ def _native_log(log_folder: Path | None, page: Page, part: str) -> Path | None:
     return None if log_folder is None else log_folder / f"{page.name}-{part}.log"
 
 
+def take_from_cache(page: Page, framework: str, results_folder: Path, cache: Any) -> PartRun | None:
+    """``framework``'s part as an earlier execution of the same code left it in ``cache``
+    (its results written into ``results_folder``), or None if the cache has none."""
+    download, origins = download_notebook_with_origins(page, framework)
+    try:
+        record = cache.match_cache_notebook(download)
+    except KeyError:
+        return None
+    for relative, handle in cache.get_cache_bundle(record.pk).artifacts:
+        (results_folder / relative.name).write_bytes(handle.read())
+    _, merged = cache.merge_match_into_notebook(download)  # the cache keeps code cells only
+    return PartRun(framework, merged, origins, record.data.get("execution_seconds", 0.0), cached=True)
+
+
+def framework_parts_cache(base: str | Path) -> Path:
+    """Where a build whose caches live under ``base`` (``_build/.jupyter_cache``) keeps
+    its framework parts, for this profile, framework selection and these helpers."""
+    return Path(base) / execution_cache_name() / "framework-parts"
+
+
 def run_framework_part(page: Page, framework: str, results_folder: Path, cache: Any | None,
                        timeout: int = DEFAULT_TIMEOUT, log_folder: Path | None = None) -> PartRun:
     """Execute (or take from ``cache``) ``framework``'s part; its results land in ``results_folder``."""
@@ -158,15 +180,9 @@ def run_framework_part(page: Page, framework: str, results_folder: Path, cache: 
     download, origins = download_notebook_with_origins(page, framework)
     title = f"{FRAMEWORK_TITLES[framework]} part"
     if cache is not None:
-        try:
-            record = cache.match_cache_notebook(download)
-        except KeyError:
-            record = None
-        if record is not None:
-            for relative, handle in cache.get_cache_bundle(record.pk).artifacts:
-                (results_folder / relative.name).write_bytes(handle.read())
-            _, merged = cache.merge_match_into_notebook(download)  # the cache keeps code cells only
-            return PartRun(framework, merged, origins, record.data.get("execution_seconds", 0.0), cached=True)
+        taken = take_from_cache(page, framework, results_folder, cache)
+        if taken is not None:
+            return taken
     with tempfile.TemporaryDirectory(prefix=f"rosetta-{framework}-") as scratch:
         executed = copy.deepcopy(download)
         executed.cells.append(_save_cell(page, framework, Path(scratch)))
@@ -241,6 +257,30 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
             target.execution_count = cell.get("execution_count")
             filled.add(origin)
     return executed
+
+
+def helpers_fingerprint() -> str:
+    """A digest of this package's source files: the pages' outputs depend on them too."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(path.relative_to(Path(__file__).parent).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def execution_cache_name() -> str:
+    """The cache folder for this build, e.g. ``smoke-all-3f2a...``.
+
+    jupyter-cache keys a page by its code alone, but what the code computes
+    also depends on ``ROSETTA_PROFILE``, ``ROSETTA_FRAMEWORKS``,
+    ``ROSETTA_OFFLINE`` (stand-ins or downloads) and the shared helpers: each
+    combination gets its own cache, so a smoke run is never served as a full
+    one and a changed helper re-executes the pages.
+    """
+    selected = executed_frameworks()
+    frameworks = "all" if selected == FRAMEWORKS else "-".join(selected)
+    offline = "-offline" if os.environ.get("ROSETTA_OFFLINE") == "1" else ""
+    return f"{current_profile()}{offline}-{frameworks}-{helpers_fingerprint()}"
 
 
 def main(argv: list[str] | None = None) -> int:

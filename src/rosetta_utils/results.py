@@ -45,8 +45,10 @@ def build_results_dir() -> Path:
 
 
 def curated_results_dir() -> Path:
-    """Committed records, e.g. from a GPU runner."""
-    return project_root() / "results"
+    """Committed records, e.g. from a GPU runner (``ROSETTA_CURATED_RESULTS_DIR`` overrides
+    the project's ``results/``, for tests)."""
+    configured = os.environ.get("ROSETTA_CURATED_RESULTS_DIR")
+    return Path(configured) if configured else project_root() / "results"
 
 
 def git_commit(folder: Path | None = None) -> str:
@@ -117,6 +119,14 @@ def _check_record(record: Any) -> str | None:
         return f"missing field(s) {', '.join(missing)}"
     if not isinstance(record["metrics"], dict):
         return "'metrics' is not an object"
+    try:
+        dated = _dt.datetime.fromisoformat(str(record["date"]))
+    except ValueError:
+        return f"'date' {record['date']!r} is not an ISO date"
+    if dated.tzinfo is None:
+        dated = dated.replace(tzinfo=_dt.timezone.utc)
+    if dated > _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(days=1):
+        return f"dated in the future ({record['date']})"
     return None
 
 

@@ -83,6 +83,7 @@ def collect_tab_results(
     report = report_framework(framework, namespace)
     results["environment"] = _plain({
         "versions": dict(report.versions), "device": report.device, "threads": report.threads,
+        "float32": report.float32,
         "line": report.line(),
     }, f"{page}: the {framework} part's environment")
     return results
@@ -171,3 +172,10 @@ def load_tab_results(folder: str | Path | None = None) -> dict[str, TabRun]:
             with open(path, "rb") as handle:
                 runs[framework] = TabRun(framework, pickle.load(handle))
     return runs
+
+
+def where_and_precision(run: Any) -> str:
+    """A timing table's cell: where a part ran and how it computed float32 there
+    (its framework's defaults, e.g. ``cpu, TF32 allowed``)."""
+    environment = run["environment"] if isinstance(run, Mapping) else run.environment
+    return f"{environment['device']}, {environment.get('float32') or 'float32 not reported'}"

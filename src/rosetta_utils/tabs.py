@@ -33,7 +33,6 @@ output.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -48,7 +47,8 @@ from sphinx.util import logging
 
 from . import FRAMEWORK_TITLES, FRAMEWORKS, __version__
 from .page import Page, PageError
-from .profile import build_plan, current_profile, executed_frameworks
+from .page_execution import execution_cache_name
+from .profile import build_plan, executed_frameworks
 
 LOGGER = logging.getLogger(__name__)
 SYNC_GROUP = "framework"
@@ -359,28 +359,6 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
         page = Page.read(path)
         if page.tagged_frameworks():
             write_downloads(page, Path(app.outdir) / SITE_FOLDER)
-
-
-def helpers_fingerprint() -> str:
-    """A digest of this package's source files: the pages' outputs depend on them too."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.rglob("*.py")):
-        digest.update(path.relative_to(Path(__file__).parent).as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def execution_cache_name() -> str:
-    """The cache folder for this build, e.g. ``smoke-all-3f2a...``.
-
-    jupyter-cache keys a page by its code alone, but what the code computes
-    also depends on ``ROSETTA_PROFILE``, ``ROSETTA_FRAMEWORKS`` and the shared
-    helpers: each combination gets its own cache, so a smoke run is never
-    served as a full one and a changed helper re-executes the pages.
-    """
-    selected = executed_frameworks()
-    frameworks = "all" if selected == FRAMEWORKS else "-".join(selected)
-    return f"{current_profile()}-{frameworks}-{helpers_fingerprint()}"
 
 
 def _on_config_inited(app: Sphinx, config: Any) -> None:

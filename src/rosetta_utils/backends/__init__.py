@@ -10,6 +10,8 @@ Each module offers the same functions:
 ``array_device(value)``
     where ``value`` lives if it is one of the framework's arrays or models (its first
     parameter), else None: what the book reports as a part's device;
+``float32_precision()``
+    how float32 arithmetic is set to compute now (TF32 allowed or not), as a short line;
 ``threads()``
     how many CPU threads its kernels use, as the framework reports it;
 ``synchronize(value)``

@@ -57,6 +57,11 @@ def array_device(value: Any) -> str | None:
 
 
 
+def float32_precision() -> str:
+    """Chainer has no TF32 switch; on the CPU it computes float32 with numpy."""
+    return "float32 (no TF32 switch)"
+
+
 def threads() -> int:
     """Chainer on CPU computes with numpy, whose BLAS sets the thread count."""
     from threadpoolctl import threadpool_info

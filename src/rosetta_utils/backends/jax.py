@@ -39,6 +39,13 @@ def array_device(value: Any) -> str | None:
     return f"{first.platform}:{first.id} ({first.device_kind})"
 
 
+def float32_precision() -> str:
+    """JAX's default matmul precision ("default" lets a GPU use TF32 for float32)."""
+    import jax
+
+    return f"matmul precision {jax.config.jax_default_matmul_precision or 'default'}"
+
+
 def threads() -> int:
     """XLA's CPU client runs its Eigen thread pool on every usable core."""
     return usable_cores()

@@ -50,6 +50,11 @@ def array_device(value: Any) -> str | None:
     return "cpu" if context.device_type == "cpu" else f"{context.device_type}:{context.device_id}"
 
 
+def float32_precision() -> str:
+    """MXNet 1.9 has no TF32 switch; its CPU build computes float32 as float32."""
+    return "float32 (no TF32 switch)"
+
+
 def threads() -> int:
     """The OpenMP threads MXNet's operators run on, as its OpenMP runtime reports them.
 

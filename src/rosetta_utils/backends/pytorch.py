@@ -32,6 +32,16 @@ def array_device(value: Any) -> str | None:
     return value.device.type
 
 
+def float32_precision() -> str:
+    """How float32 matrix products, convolutions and RNNs compute now ("tf32" allows
+    TensorFloat-32 on GPUs that have it; "ieee" is true float32; "none" follows the default)."""
+    import torch
+
+    flags = {"matmul": torch.backends.cuda.matmul, "conv": torch.backends.cudnn.conv,
+             "rnn": torch.backends.cudnn.rnn}
+    return ", ".join(f"{name} {flag.fp32_precision}" for name, flag in flags.items())
+
+
 def threads() -> int:
     """PyTorch's intra-op threads (``torch.get_num_threads()``)."""
     import torch

@@ -37,6 +37,13 @@ def array_device(value: Any) -> str | None:
     return "cpu" if spec.device_type == "CPU" else f"{spec.device_type.lower()}:{spec.device_index}"
 
 
+def float32_precision() -> str:
+    """Whether TensorFlow may compute float32 with TensorFloat-32 (on by default)."""
+    import tensorflow as tf
+
+    return "TF32 " + ("allowed" if tf.config.experimental.tensor_float_32_execution_enabled() else "off")
+
+
 def threads() -> int:
     """Intra-op threads; TensorFlow's 0 means "one per usable core"."""
     import tensorflow as tf
