@@ -289,11 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rosetta_utils.page_execution",
                                      description="Execute a page as the book build does and print its outputs.")
     parser.add_argument("page", type=Path)
-    parser.add_argument("--frameworks", help="comma-separated subset (default: every framework the page declares)")
+    parser.add_argument("--frameworks", help="comma-separated subset (default: every framework with cells on the page)")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per cell")
     args = parser.parse_args(argv)
     page = Page.read(args.page.resolve())
-    frameworks = parse_framework_list(args.frameworks) if args.frameworks else page.frameworks
+    frameworks = parse_framework_list(args.frameworks) if args.frameworks else page.tagged_frameworks()
     executed = execute_page(page, frameworks, timeout=args.timeout, log=lambda line: print(line, file=sys.stderr))
     for index, cell in enumerate(executed.notebook.cells):
         if cell.cell_type != "code" or not cell.get("outputs"):

@@ -51,6 +51,8 @@ from .page_execution import execution_cache_name
 from .profile import build_plan, executed_frameworks
 
 LOGGER = logging.getLogger(__name__)
+#: Front matter ``rosetta_execute: every-build``: see :func:`_every_build_pages`.
+EVERY_BUILD = "every-build"
 SYNC_GROUP = "framework"
 _TAGS_LINE = re.compile(r"^(?P<indent>\s*):tags:\s*\[(?P<tags>[^\]]*)\]\s*$")
 _CELL_OPEN = re.compile(r"^\s*(`{3,}|~{3,})\{code-cell\}")
@@ -97,8 +99,9 @@ def _on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
     page = Page(path, reader.read(source[0]))
     check_page(page)
     if app.config.rosetta_execution_mode != "off" and any(c.cell_type == "code" for c in page.notebook.cells):
+        every_build = page.notebook.metadata.get("rosetta_execute") == EVERY_BUILD
         _execute(app, page, [name for name in page.tagged_frameworks() if name in selected],
-                 force=app.config.rosetta_execution_mode == "force")
+                 force=app.config.rosetta_execution_mode == "force" or every_build)
 
 
 def check_page(page: Page) -> None:
@@ -317,12 +320,28 @@ def _table(headers: list[str], rows: list[list[str]]) -> nodes.table:
     return table
 
 
+def _every_build_pages(env: Any) -> list[str]:
+    """Pages whose front matter says ``rosetta_execute: every-build``: they read what the
+    build wrote (results), so they execute in every build, after every other page."""
+    return [name for name in sorted(env.found_docs)
+            if f"rosetta_execute: {EVERY_BUILD}" in Path(env.doc2path(name)).read_text(encoding="utf-8", errors="replace")]
+
+
 def _outdated_with_every_build(app: Sphinx, env: Any, added: set, changed: set, removed: set) -> list[str]:
-    """Pages showing the execution table are rewritten whenever any page was re-read."""
+    """Pages showing the execution table are rewritten whenever any page was re-read;
+    every-build pages always are."""
+    every_build = _every_build_pages(env)
     if not (added or changed):
-        return []
-    return [name for name in env.found_docs if "rosetta-execution-table" in
-            Path(env.doc2path(name)).read_text(encoding="utf-8", errors="replace")]
+        return every_build
+    return every_build + [name for name in env.found_docs if "rosetta-execution-table" in
+                          Path(env.doc2path(name)).read_text(encoding="utf-8", errors="replace")]
+
+
+def _read_every_build_pages_last(app: Sphinx, env: Any, docnames: list[str]) -> None:
+    last = [name for name in _every_build_pages(env) if name in docnames]
+    for name in last:
+        docnames.remove(name)
+    docnames.extend(last)
 
 
 def _purge(app: Sphinx, env: Any, docname: str) -> None:
@@ -390,6 +409,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("build-finished", _on_build_finished)
     app.connect("doctree-resolved", _fill_execution_tables)
     app.connect("env-get-outdated", _outdated_with_every_build)
+    app.connect("env-before-read-docs", _read_every_build_pages_last)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
     app.add_node(execution_table)

@@ -1,0 +1,71 @@
+"""The results page, run on fixture records: this build's, curated GPU ones from another
+profile and commit, a corrupt line and a future-dated one (skipped with warnings, the
+files left as they were)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import snapshot
+from rosetta_utils.chapter import load_comparisons
+from rosetta_utils.results import git_commit
+
+PAGE = Path(__file__).resolve().parents[1] / "book" / "appendix" / "results.md"
+
+
+def write_records(folder: Path, task: str, *records: dict | str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{task}.jsonl"
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    return path
+
+
+def record(framework, device, profile, commit, date="2026-11-30T10:00:00+00:00", **metrics):
+    return {"task": "cifar10", "framework": framework, "versions": {}, "device": device, "profile": profile,
+            "metrics": metrics, "config": {}, "date": date, "commit": commit}
+
+
+@pytest.fixture
+def page_on_fixtures(tmp_path, monkeypatch):
+    build, curated = tmp_path / "build", tmp_path / "curated"
+    current = git_commit()
+    write_records(build, "cifar10",
+                  record("pytorch", "cpu", "smoke", current, images_per_second=80.0, seconds_per_epoch=12.0,
+                         test_accuracy=0.25),
+                  record("pytorch", "cpu", "smoke", current, date="2026-11-29T10:00:00+00:00",
+                         images_per_second=1.0))
+    write_records(curated, "cifar10",
+                  record("pytorch", "cuda:0 (NVIDIA H200)", "full", "0123456789ab", images_per_second=40000.0,
+                         seconds_per_epoch=12.5, test_accuracy=0.7),
+                  "{this is not JSON",
+                  json.dumps(record("jax", "cpu", "full", "0123456789ab", date="2999-01-01T00:00:00+00:00")))
+    before = snapshot(tmp_path)
+    monkeypatch.setenv("ROSETTA_RESULTS_DIR", str(build))
+    monkeypatch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
+    monkeypatch.setenv("ROSETTA_PROFILE", "smoke")
+    namespace = load_comparisons(PAGE, {})
+    assert snapshot(tmp_path) == before, "the results page must never rewrite a record"
+    return namespace
+
+
+def test_the_newest_record_of_each_series_is_shown_and_stale_ones_labelled(page_on_fixtures):
+    rows = {(row.source, row.device): row for row in page_on_fixtures["rows"]}
+    assert set(rows) == {("this build", "cpu"), ("curated", "cuda:0 (NVIDIA H200)")}
+    build_row = rows["this build", "cpu"]
+    assert build_row.rate == ("images_per_second", 80.0) and build_row.label == ""
+    assert build_row.cells()[-1] == "current"
+    gpu_row = rows["curated", "cuda:0 (NVIDIA H200)"]
+    assert gpu_row.label == "full profile, older commit 0123456789ab"
+    assert gpu_row.accuracy == 0.7 and gpu_row.time == ("seconds_per_epoch", 12.5)
+
+
+def test_corrupt_and_future_records_are_skipped_with_warnings_naming_file_and_line(page_on_fixtures):
+    messages = [str(warning.message) for warning in page_on_fixtures["skipped"]]
+    assert len(messages) == 2
+    assert "curated/cifar10.jsonl:2:" in messages[0] and "not JSON" in messages[0]
+    assert "curated/cifar10.jsonl:3:" in messages[1] and "dated in the future" in messages[1]
+
+
+def test_the_chart_has_a_panel_for_each_task_with_rates(page_on_fixtures):
+    assert page_on_fixtures["tasks"] == ["cifar10"]
