@@ -43,7 +43,7 @@ export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export ROSETTA_RESULTS_DIR ?= $(CURDIR)/_build/results
 
-.PHONY: book test unit-tests book-smoke gpu-check clean
+.PHONY: book test unit-tests book-smoke browser gpu-check clean
 
 book: $(STAMP)
 	ROSETTA_BOOK_BUILD=1 $(BIN)/jupyter-book build . --builder html --warningiserror --keep-going
@@ -52,9 +52,19 @@ book: $(STAMP)
 # The smoke build runs first: the unit tests then take the parts it executed from its
 # cache (the same code, profile and helpers; see rosetta_utils.chapter), instead of
 # executing every page a second time.
-test: book-smoke
+test: book-smoke browser
 	ROSETTA_BUILD_CACHE=$(CURDIR)/_build/.jupyter_cache $(MAKE) --no-print-directory unit-tests
 	ROSETTA_BOOK_HTML=$(HTML) $(BIN)/python -m pytest -q tests/test_built_*.py
+
+# The browser tests use the distribution's Chromium and ChromeDriver (no tool that
+# downloads its own browser, which cannot work offline). Installed here when missing
+# and this may (root, apt-get); else the browser tests are skipped, saying why.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing chromium and chromium-driver for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "No chromium here and no way to install it: the browser tests will be skipped"; fi
 
 unit-tests: $(STAMP)
 	ROSETTA_OFFLINE=1 $(BIN)/python -m pytest -q --ignore-glob='tests/test_built_*.py'

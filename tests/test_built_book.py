@@ -132,3 +132,32 @@ def test_the_build_report_lists_every_part_of_every_executed_page():
         for framework in tab_pages_frameworks(page):
             if framework in selected_frameworks():
                 assert f"{page} {framework}" in " ".join(text.split()), f"{page} {framework} missing"
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_every_page_says_what_build_it_is_under_its_title(page):
+    banner = soup_of(page).select_one("p.rosetta-banner")
+    assert banner is not None, f"{page} has no build line"
+    text = banner.get_text(" ", strip=True)
+    for fact in ("profile", "data:", "ResNet-50:", "ran:"):
+        assert fact in text, f"{page}: the build line lacks {fact!r}: {text}"
+
+
+@pytest.mark.parametrize("page", executed_pages())
+def test_comparison_code_is_folded_under_a_caption_and_the_tasks_code_is_not(page):
+    soup = soup_of(page)
+    for folded in soup.select("details.rosetta-comparison"):
+        assert folded.summary and folded.summary.get_text(strip=True), f"{page}: a fold without a caption"
+        assert not folded.find_parent(class_="sd-tab-set"), f"{page}: comparison code inside a tab"
+    for tab_code in soup.select(".sd-tab-set div.highlight"):
+        assert not tab_code.find_parent("details"), f"{page}: a framework's code is folded away"
+
+
+NATIVE_LOG = re.compile(r"^(?:[IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages|\S+Warning: )", re.M)
+
+
+@pytest.mark.parametrize("page", executed_pages())
+def test_outputs_carry_no_native_log_lines_or_library_warnings(page):
+    found = [match.group(0) for output in soup_of(page).select("div.cell_output")
+             for match in NATIVE_LOG.finditer(output.get_text())]
+    assert not found, f"{page}: {found[:5]}"

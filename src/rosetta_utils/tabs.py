@@ -34,6 +34,7 @@ output.
 from __future__ import annotations
 
 import os
+import html
 import re
 import shutil
 from pathlib import Path
@@ -48,7 +49,7 @@ from sphinx.util import logging
 from . import FRAMEWORK_TITLES, FRAMEWORKS, __version__
 from .page import Page, PageError
 from .page_execution import execution_cache_name
-from .profile import build_plan, executed_frameworks
+from .profile import build_plan, current_profile, executed_frameworks
 
 LOGGER = logging.getLogger(__name__)
 #: Front matter ``rosetta_execute: every-build``: see :func:`_every_build_pages`.
@@ -137,6 +138,7 @@ def _execute(app: Sphinx, page: Page, frameworks: list[str], force: bool = False
             record = None
         if record is not None:  # executed by an earlier build with the same code, profile and helpers
             _parts_of(app.env)[docname] = record.data.get("rosetta_parts", {})
+            _stand_ins_of(app.env)[docname] = _rests_on_stand_ins(cache.get_cache_bundle(record.pk).nb)
             return
     parts_cache = None if force else get_cache(cache_path / "framework-parts")
     executed = execute_page(page, frameworks, parts_cache,
@@ -145,11 +147,32 @@ def _execute(app: Sphinx, page: Page, frameworks: list[str], force: bool = False
     parts = {part.name: {"seconds": round(part.seconds, 2), "cached": part.cached,
                          "environment": part.environment} for part in executed.parts}
     _parts_of(app.env)[docname] = parts
+    _stand_ins_of(app.env)[docname] = _rests_on_stand_ins(executed.notebook)
     cache.cache_notebook_bundle(
         CacheBundleIn(executed.notebook, str(page.path),
                       data={"execution_seconds": executed.seconds, "rosetta_parts": parts}),
         check_validity=False, overwrite=True,
     )
+
+
+def _rests_on_stand_ins(notebook: Any) -> bool:
+    """Whether a page's outputs show that it ran on a synthetic stand-in (whose source line,
+    which every data page prints, starts with STAND_IN_MARK)."""
+    from .data.standins import STAND_IN_MARK
+
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            text = output.get("text", "") or "".join(str(v) for v in output.get("data", {}).values())
+            if STAND_IN_MARK in str(text):
+                return True
+    return False
+
+
+def _stand_ins_of(env: Any) -> dict[str, bool]:
+    """Per executed page, whether it ran on a synthetic stand-in (kept in Sphinx's environment)."""
+    if not hasattr(env, "rosetta_stand_ins"):
+        env.rosetta_stand_ins = {}
+    return env.rosetta_stand_ins
 
 
 def _parts_of(env: Any) -> dict[str, dict[str, Any]]:
@@ -282,6 +305,40 @@ def _download_line(app: Sphinx, docname: str, declared: tuple[str, ...]) -> node
     return _tab_set(["rosetta-downloads"], items)
 
 
+class build_banner(nodes.General, nodes.Element):
+    """Placeholder for the line under every page's title that says what build this is."""
+
+
+def banner_text(profile: str, stand_in_pages: list[str], devices: dict[str, list[str]]) -> str:
+    """One line: the profile, the data, ResNet-50's weights, where each framework ran."""
+    if stand_in_pages:
+        data = (f"synthetic stand-ins, not the real data sets ({len(stand_in_pages)} "
+                f"page{'s' if len(stand_in_pages) != 1 else ''}: no verified download was cached)")
+    else:
+        data = "the real data sets (verified downloads)"
+    ran = "; ".join(f"{FRAMEWORK_TITLES[name]} on {', '.join(sorted(set(found)))}"
+                    for name, found in devices.items()) or "no framework part executed"
+    return (f"This build: {profile} profile; data: {data}; ResNet-50: seeded random weights "
+            f"(no pretrained download); ran: {ran}.")
+
+
+def _fill_banners(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    placeholders = list(doctree.findall(build_banner))
+    if not placeholders:
+        return
+    devices: dict[str, list[str]] = {}
+    for parts in _parts_of(app.env).values():
+        for name, part in parts.items():
+            device = (part.get("environment") or {}).get("device")
+            if name in FRAMEWORKS and device:
+                devices.setdefault(name, []).append(device)
+    devices = {name: devices[name] for name in FRAMEWORKS if name in devices}
+    stand_ins = sorted(page for page, used in _stand_ins_of(app.env).items() if used)
+    line = banner_text(current_profile(), stand_ins, devices)
+    for placeholder in placeholders:
+        placeholder.replace_self(nodes.paragraph("", line, classes=["rosetta-banner"]))
+
+
 class execution_table(nodes.General, nodes.Element):
     """Placeholder for the table of every page's parts, filled once all pages were read."""
 
@@ -359,10 +416,34 @@ def _on_doctree_read(app: Sphinx, doctree: nodes.document) -> None:
     parents = {id(cell.parent): cell.parent for cell in cells}
     for parent in parents.values():
         _regroup(parent, declared)
-    if any(_cell_framework(cell) for cell in cells):
-        section = doctree.next_node(nodes.section)
-        if section is not None and section.children and isinstance(section[0], nodes.title):
+    for cell in cells:
+        if "comparison" in cell.get("cell_metadata", {}).get("tags", []):
+            _collapse(cell)
+    section = doctree.next_node(nodes.section)
+    if section is not None and section.children and isinstance(section[0], nodes.title):
+        if any(_cell_framework(cell) for cell in cells):
             section.insert(1, _download_line(app, docname, declared))
+        section.insert(1, build_banner(""))
+
+
+def comparison_caption(code: str) -> str:
+    """A comparison cell's caption: its first line if that is a comment, else a general one."""
+    first = code.strip().splitlines()[0] if code.strip() else ""
+    if first.startswith("#"):
+        return first.lstrip("#").strip()
+    return "Comparison across the frameworks (reads what each part left; in no download)"
+
+
+def _collapse(cell: nodes.container) -> None:
+    """Fold a comparison cell's code under a one-line caption; its output stays open."""
+    for child in list(cell.children):
+        if isinstance(child, nodes.container) and child.get("nb_element") == "cell_code_source":
+            caption = comparison_caption(child.astext())
+            position = cell.index(child)
+            cell.insert(position, nodes.raw("", '<details class="rosetta-comparison"><summary>'
+                                            f"{html.escape(caption)}</summary>", format="html"))
+            cell.insert(position + 2, nodes.raw("", "</details>", format="html"))
+            return
 
 
 def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
@@ -408,10 +489,12 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("doctree-read", _on_doctree_read)
     app.connect("build-finished", _on_build_finished)
     app.connect("doctree-resolved", _fill_execution_tables)
+    app.connect("doctree-resolved", _fill_banners)
     app.connect("env-get-outdated", _outdated_with_every_build)
     app.connect("env-before-read-docs", _read_every_build_pages_last)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
     app.add_node(execution_table)
+    app.add_node(build_banner)
     app.add_directive("rosetta-execution-table", ExecutionTableDirective)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -23,6 +23,9 @@ from .datasets import (
     TextDataset,
 )
 
+#: How every stand-in's ``source`` line starts (the build looks for it in a page's outputs).
+STAND_IN_MARK = "SYNTHETIC STAND-IN"
+
 #: The real data sets' sizes: CIFAR-10's training and test images, IMDB's reviews.
 CIFAR10_TRAIN, CIFAR10_TEST = 50_000, 10_000
 IMDB_TRAIN, IMDB_TEST = 25_000, 25_000
@@ -75,7 +78,7 @@ def synthetic_cifar10(
     x_train, y_train = images(n_train)
     x_test, y_test = images(n_test)
     source = (
-        f"SYNTHETIC STAND-IN, not CIFAR-10 ({reason}): {n_train:,} training and {n_test:,} test images "
+        f"{STAND_IN_MARK}, not CIFAR-10 ({reason}): {n_train:,} training and {n_test:,} test images "
         f"of class patterns plus noise (seed {seed}); results resting on it are not CIFAR-10 results"
     )
     return ImageDataset(x_train, y_train, x_test, y_test, CIFAR10_CLASSES, True, source)
@@ -147,7 +150,7 @@ def synthetic_imdb(
     for j, (neg, pos) in enumerate(zip(negative_ids, positive_ids), start=1):
         words[neg], words[pos] = f"neg{j}", f"pos{j}"
     source = (
-        f"SYNTHETIC STAND-IN, not IMDB ({reason}): {n_train:,} training and {n_test:,} test reviews of "
+        f"{STAND_IN_MARK}, not IMDB ({reason}): {n_train:,} training and {n_test:,} test reviews of "
         f"random words whose sentiment is carried by {2 * markers} marker words (seed {seed}); "
         "results resting on it are not IMDB results"
     )

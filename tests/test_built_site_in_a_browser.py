@@ -1,0 +1,304 @@
+"""The built site in a real browser: headless Chromium (the distribution's chromium and
+chromedriver, through Selenium) at 1280x900, with every host but 127.0.0.1 blocked.
+
+Run by `make test` after the smoke build (ROSETTA_BOOK_HTML names the site; `make test`
+installs chromium when it is missing and it may). Without a browser these tests are
+skipped with the reason. Each check is a function that returns its problems, and each is
+seen failing on a deliberately broken page of its own (a long code line, a clipped
+table, a script from a CDN).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import threading
+import urllib.request
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from rosetta_utils import FRAMEWORKS
+
+HTML = os.environ.get("ROSETTA_BOOK_HTML")
+WIDTH, HEIGHT = 1280, 900
+#: At most this share of a page's code blocks may scroll (a line that cannot be broken).
+SCROLLING_CODE_SHARE = 0.05
+
+
+def browser_missing() -> str | None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed"
+    for program in ("chromium", "chromedriver"):
+        if not shutil.which(program):
+            return f"no {program} on this machine (make test installs it with apt-get where it may)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # noqa: D102 - the tests read what they need
+        pass
+
+
+@pytest.fixture(scope="module")
+def serve():
+    """Serve folders on 127.0.0.1 (a free port); returns a function folder -> base URL."""
+    servers = []
+
+    def start(folder: Path) -> str:
+        handler = functools.partial(_QuietHandler, directory=str(folder))
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     "--disable-dev-shm-usage", f"--window-size={WIDTH},{HEIGHT}",
+                     # The network blocked: any host but this machine's fails to resolve.
+                     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+# --- the checks: each returns a list of problems ------------------------------------------
+
+def requests_to_other_hosts(driver) -> list[str]:
+    """Every request the page made to a host other than 127.0.0.1 (from Chrome's log)."""
+    found = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            url = message["params"]["request"]["url"]
+            host = urlsplit(url).hostname
+            if urlsplit(url).scheme in ("http", "https", "ws", "wss") and host not in ("127.0.0.1", None):
+                found.append(url)
+    return found
+
+
+SCROLLING_BLOCKS = """
+const blocks = [...document.querySelectorAll('div.highlight pre')]
+  .filter(pre => pre.offsetParent !== null);
+return {total: blocks.length,
+        scrolling: blocks.filter(pre => pre.scrollWidth > pre.clientWidth + 1)
+          .map(pre => pre.innerText.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))};
+"""
+
+CLIPPED_TABLES = """
+const article = document.querySelector('article') || document.body;
+const right = article.getBoundingClientRect().right;
+return [...document.querySelectorAll('table')].filter(t => t.offsetParent !== null).flatMap(t => {
+  const style = getComputedStyle(t), parent = getComputedStyle(t.parentElement);
+  const wide = t.scrollWidth > t.clientWidth + 1;
+  const scrolls = ['auto', 'scroll'].includes(style.overflowX) ||
+                  (['auto', 'scroll'].includes(parent.overflowX) && t.parentElement.scrollWidth > 0);
+  const sticksOut = t.getBoundingClientRect().right > right + 1 && !scrolls;
+  return (wide && !scrolls) || sticksOut ? [t.innerText.slice(0, 60)] : [];
+});
+"""
+
+
+def clipped_code(driver) -> list[str]:
+    """Code blocks that need horizontal scrolling, if more than the allowed share do."""
+    found = driver.execute_script(SCROLLING_BLOCKS)
+    if found["total"] and len(found["scrolling"]) / found["total"] > SCROLLING_CODE_SHARE:
+        return [f"{len(found['scrolling'])} of {found['total']} code blocks scroll, e.g. "
+                f"{found['scrolling'][0][:90]!r}"]
+    return []
+
+
+def clipped_tables(driver) -> list[str]:
+    return [f"table cut off: {text!r}" for text in driver.execute_script(CLIPPED_TABLES)]
+
+
+def unrendered_maths(driver) -> list[str]:
+    """Maths the page holds that MathJax did not typeset (it shows as raw TeX)."""
+    driver.execute_script("return window.MathJax && MathJax.startup && MathJax.startup.promise")
+    raw = driver.execute_script(
+        "return [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container'))"
+        ".map(e => e.textContent.slice(0, 40));")
+    return [f"raw TeX: {text!r}" for text in raw]
+
+
+def selected_tabs(driver) -> list[str]:
+    """The framework selected in each synced tab set of the page."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('.sd-tab-set')].map(set => {"
+        " const input = set.querySelector(':scope > input:checked');"
+        " const label = input && set.querySelector(`:scope > label[for='${input.id}']`);"
+        " return label ? label.dataset.syncId : null; }).filter(x => x);")
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+def built_pages() -> list[str]:
+    site = Path(HTML)
+    return sorted(str(path.relative_to(site)) for path in site.glob("book/**/*.html"))
+
+
+def load(driver, url: str) -> None:
+    driver.get_log("performance")  # forget earlier pages' requests
+    driver.get(url)
+    driver.execute_script("return document.fonts && document.fonts.ready")
+
+
+def wait_for_maths(driver) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+        "return !window.MathJax || !MathJax.startup || MathJax.startup.document === undefined ||"
+        " document.querySelectorAll('.math').length === document.querySelectorAll('mjx-container').length"
+        " || document.querySelectorAll('mjx-container').length > 0"))
+
+
+@pytest.fixture(scope="module")
+def site(serve):
+    if not HTML:
+        pytest.skip("run by `make test` after building the book (ROSETTA_BOOK_HTML)")
+    return serve(Path(HTML))
+
+
+# --- the built site --------------------------------------------------------------------------
+
+def test_no_page_requests_another_host_and_nothing_is_clipped(browser, site):
+    problems = []
+    for page in built_pages():
+        for framework in FRAMEWORKS:
+            load(browser, f"{site}{page}?framework={framework}")
+            problems += [f"{page} ({framework}): {p}" for p in clipped_code(browser) + clipped_tables(browser)]
+            problems += [f"{page}: request to another host {url}" for url in requests_to_other_hosts(browser)]
+            if not browser.execute_script("return document.querySelector('.sd-tab-set')"):
+                break  # a page without tabs looks the same for every framework
+    assert not problems, "\n".join(problems)
+
+
+def test_maths_is_rendered_with_the_network_blocked(browser, site):
+    pages = [page for page in built_pages() if 'class="math' in (Path(HTML) / page).read_text()]
+    assert pages, "no page of the book has maths to check"
+    for page in pages:
+        load(browser, site + page)
+        wait_for_maths(browser)
+        assert not unrendered_maths(browser), page
+
+
+def test_the_framework_parameter_and_a_click_select_every_tab_set_across_pages(browser, site):
+    from selenium.webdriver.common.by import By
+
+    chapters = [page for page in built_pages() if "/chapters/" in page]
+    first, second = chapters[0], chapters[1]
+    load(browser, f"{site}{first}?framework=mxnet")
+    tabs = selected_tabs(browser)
+    assert tabs and set(tabs) == {"mxnet"}, tabs
+    label = browser.find_element(By.CSS_SELECTOR, ".sd-tab-set > label[data-sync-id='jax']")
+    browser.execute_script("arguments[0].scrollIntoView(); arguments[0].click();", label)
+    assert set(selected_tabs(browser)) == {"jax"}
+    load(browser, site + second)  # the choice follows the reader to the next page
+    assert set(selected_tabs(browser)) == {"jax"}
+
+
+def test_the_copy_button_copies_exactly_the_code(browser, site):
+    from selenium.webdriver.common.by import By
+
+    chapter = next(page for page in built_pages() if "/chapters/" in page)
+    load(browser, f"{site}{chapter}?framework=pytorch")
+    # What the button hands to the clipboard, by either route it may take.
+    browser.execute_script(
+        "window.copied = null;"
+        "navigator.clipboard.writeText = text => { window.copied = text; return Promise.resolve(); };"
+        "document.execCommand = command => { if (command === 'copy') window.copied ="
+        " (document.activeElement && document.activeElement.value) || String(getSelection());"
+        " return true; };")
+    block = next(element for element in browser.find_elements(By.CSS_SELECTOR, "div.highlight")
+                 if element.is_displayed())
+    code = browser.execute_script("return arguments[0].querySelector('pre').innerText;", block)
+    button = block.find_element(By.CSS_SELECTOR, "button.copybtn")
+    browser.execute_script("arguments[0].click();", button)
+    copied = browser.execute_script("return window.copied;")
+    assert copied is not None, "the copy button copied nothing"
+    assert copied.strip() == code.strip()
+
+
+def test_every_download_link_answers_with_its_file(site):
+    from bs4 import BeautifulSoup
+
+    checked = 0
+    for page in built_pages():
+        soup = BeautifulSoup((Path(HTML) / page).read_text(), "html.parser")
+        for link in soup.select(".rosetta-downloads a[href]"):
+            url = urllib.request.urljoin(site + page, link["href"])
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                body = answer.read()
+            assert answer.status == 200 and body, url
+            if url.endswith(".ipynb"):
+                assert json.loads(body)["cells"], url
+            checked += 1
+    assert checked >= 2 * 5 * 6, f"only {checked} download links found"
+
+
+# --- each check fails on a deliberately broken page ---------------------------------------
+
+BROKEN_PAGES = {
+    "long_code.html": "<article><div class='highlight' style='width:300px'><pre style='overflow-x:auto'>"
+                      + "x = " + "1 + " * 80 + "1</pre></div></article>",
+    "clipped_table.html": "<article style='width:300px'><div style='overflow:hidden;width:300px'>"
+                          "<table style='width:900px'><tr>" + "<td>wide cell</td>" * 20
+                          + "</tr></table></div></article>",
+    "cdn_script.html": "<article><script src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js'>"
+                       "</script><p>hello</p></article>",
+    "raw_maths.html": "<article><span class='math notranslate nohighlight'>\\(a^2 + b^2\\)</span></article>",
+}
+
+
+@pytest.fixture(scope="module")
+def broken_site(serve, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("broken-site")
+    for name, body in BROKEN_PAGES.items():
+        (folder / name).write_text(f"<!doctype html><html><body>{body}</body></html>")
+    return serve(folder)
+
+
+def test_a_long_code_line_is_caught(browser, broken_site):
+    load(browser, broken_site + "long_code.html")
+    assert clipped_code(browser) and "1 + 1" in clipped_code(browser)[0]
+
+
+def test_a_clipped_table_is_caught(browser, broken_site):
+    load(browser, broken_site + "clipped_table.html")
+    problems = clipped_tables(browser)
+    assert len(problems) == 1 and problems[0].startswith("table cut off: 'wide cell")
+
+
+def test_a_script_from_a_cdn_is_caught(browser, broken_site):
+    load(browser, broken_site + "cdn_script.html")
+    assert requests_to_other_hosts(browser) == ["https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"]
+
+
+def test_maths_left_as_raw_tex_is_caught(browser, broken_site):
+    load(browser, broken_site + "raw_maths.html")
+    assert unrendered_maths(browser) == ["raw TeX: '\\\\(a^2 + b^2\\\\)'"]
