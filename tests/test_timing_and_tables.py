@@ -64,3 +64,8 @@ def test_markdown_table_and_its_errors():
     assert text.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1.001e-05 |", "| \\_\\_call\\_\\_ | 0.25 |"]
     with pytest.raises(ValueError, match="row 1 has 1 cells for 2 headers"):
         markdown_table(["a", "b"], [["only one"]])
+
+
+def test_a_single_run_prints_as_one_number_without_a_spread():
+    assert str(Timing((1.56,))) == "1.56 s (one run)"
+    assert "±" in str(Timing((1.0, 2.0)))

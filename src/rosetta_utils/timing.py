@@ -37,6 +37,9 @@ class Timing:
         return min(self.seconds)
 
     def __str__(self) -> str:
+        """One run is one number; several are their median, their spread and how many."""
+        if len(self.seconds) == 1:
+            return f"{format_seconds(self.seconds[0])} (one run)"
         return f"{format_seconds(self.median)} ± {format_seconds(self.spread)} (median of {len(self.seconds)})"
 
 
