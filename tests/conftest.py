@@ -113,3 +113,16 @@ def download_environment(monkeypatch):
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def assert_true_float32_equivalence(runs) -> None:
+    """Each TF32 switch, read inside a page's own equivalence cells, was off there; the part's
+    environment, read at its end (after Timing), shows the framework's defaults again."""
+    expected = {"pytorch": ["ieee", "ieee", "ieee"], "tensorflow": False, "jax": "highest",
+                "mxnet": "float32", "chainer": "float32"}
+    defaults = {"pytorch": "matmul none, conv tf32, rnn tf32", "tensorflow": "TF32 allowed",
+                "jax": "matmul precision default"}
+    for framework, run in runs.items():
+        assert run.equivalence_precision == expected[framework], framework
+        if framework in defaults:
+            assert run.environment["float32"] == defaults[framework], framework

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import smoke_offline
+from conftest import assert_true_float32_equivalence, smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.bench.tasks import TASKS, page_configuration
 from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
@@ -183,14 +183,4 @@ def test_the_bench_finds_the_pages_configuration_in_tensorflow(tensorflow_part):
 
 
 def test_the_equivalence_check_runs_in_true_float32_and_timing_with_the_defaults(comparison):
-    """Each TF32 switch read inside the page's own equivalence cells: off there; the part's
-    environment, read at its end (after Timing), shows the framework's defaults again."""
-    runs = comparison["runs"]
-    expected = {"pytorch": ["ieee", "ieee", "ieee"], "tensorflow": False, "jax": "highest",
-                "mxnet": "float32", "chainer": "float32"}
-    defaults = {"pytorch": "matmul none, conv tf32, rnn tf32", "tensorflow": "TF32 allowed",
-                "jax": "matmul precision default"}
-    for framework, run in runs.items():
-        assert run.equivalence_precision == expected[framework], framework
-        if framework in defaults:
-            assert run.environment["float32"] == defaults[framework], framework
+    assert_true_float32_equivalence(comparison["runs"])
