@@ -33,8 +33,14 @@ def comparison(parts):
 
 
 def compact_table(path):
-    """{framework: [API names]} from the Markdown table the page opens with."""
-    lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
+    """{framework: [API names]} from the Markdown table the page opens with (the first)."""
+    text = path.read_text().splitlines()
+    first = next(index for index, line in enumerate(text) if line.startswith("|"))
+    lines = []
+    for line in text[first:]:
+        if not line.startswith("|"):
+            break
+        lines.append(line)
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     assert header == ["concept", "PyTorch", "TensorFlow", "JAX", "MXNet", "Chainer"]
     names = {framework: [] for framework in FRAMEWORKS}
