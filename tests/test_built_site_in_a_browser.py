@@ -137,6 +137,15 @@ def clipped_tables(driver) -> list[str]:
     return [f"table cut off: {text!r}" for text in driver.execute_script(CLIPPED_TABLES)]
 
 
+def wrapped_tab_labels(driver) -> list[str]:
+    """Tab sets whose labels do not fit on one row (a label wrapped to a second row)."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('.sd-tab-set')].filter(set => set.offsetParent !== null)"
+        ".map(set => [...set.querySelectorAll(':scope > label')].map(l => [l.innerText, l.offsetTop]));")
+    return [f"tab labels on {len({top for _, top in labels})} rows: {[name for name, _ in labels]}"
+            for labels in rows if len({top for _, top in labels}) > 1]
+
+
 def unrendered_maths(driver) -> list[str]:
     """Maths the page holds that MathJax did not typeset (it shows as raw TeX)."""
     driver.execute_script("return window.MathJax && MathJax.startup && MathJax.startup.promise")
@@ -191,7 +200,8 @@ def test_no_page_requests_another_host_and_nothing_is_clipped(browser, site):
     for page in built_pages():
         for framework in FRAMEWORKS:
             load(browser, f"{site}{page}?framework={framework}")
-            problems += [f"{page} ({framework}): {p}" for p in clipped_code(browser) + clipped_tables(browser)]
+            found = clipped_code(browser) + clipped_tables(browser) + wrapped_tab_labels(browser)
+            problems += [f"{page} ({framework}): {p}" for p in found]
             problems += [f"{page}: request to another host {url}" for url in requests_to_other_hosts(browser)]
             if not browser.execute_script("return document.querySelector('.sd-tab-set')"):
                 break  # a page without tabs looks the same for every framework
@@ -271,6 +281,9 @@ BROKEN_PAGES = {
                           + "</tr></table></div></article>",
     "cdn_script.html": "<article><script src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js'>"
                        "</script><p>hello</p></article>",
+    "wrapped_tabs.html": "<div class='sd-tab-set' style='width:200px'>" + "".join(
+        f"<input type='radio' id='t{n}' name='s'><label for='t{n}' style='display:inline-block;width:90px'>"
+        f"Framework {n}</label>" for n in range(5)) + "</div>",
     "raw_maths.html": "<article><span class='math notranslate nohighlight'>\\(a^2 + b^2\\)</span></article>",
 }
 
@@ -302,3 +315,8 @@ def test_a_script_from_a_cdn_is_caught(browser, broken_site):
 def test_maths_left_as_raw_tex_is_caught(browser, broken_site):
     load(browser, broken_site + "raw_maths.html")
     assert unrendered_maths(browser) == ["raw TeX: '\\\\(a^2 + b^2\\\\)'"]
+
+
+def test_tab_labels_wrapping_to_a_second_row_are_caught(browser, broken_site):
+    load(browser, broken_site + "wrapped_tabs.html")
+    assert wrapped_tab_labels(browser) and "rows" in wrapped_tab_labels(browser)[0]
