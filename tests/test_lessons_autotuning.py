@@ -169,6 +169,7 @@ def test_the_repeat_verdict_fails_differing_calls(comparison):
 
 
 def test_gpu_autotuning_is_not_measured_on_a_cpu(comparison):
-    devices = {run.environment["device"] for run in comparison["runs"].values()}
-    assert (comparison["on_gpu"] == []) == (devices == {"cpu"})
+    on_gpu = [fw for fw, run in comparison["runs"].items()
+              if run.environment["device"].lower().startswith(("cuda", "gpu"))]
+    assert comparison["on_gpu"] == on_gpu
     assert np.isfinite(comparison["NEW_SHAPE_RATIO"])
