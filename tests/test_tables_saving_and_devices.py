@@ -1,0 +1,101 @@
+"""The saving-and-devices translation table, checked through the code the page shows.
+
+Each framework's part runs in its own process as in the book build; the
+page's comparison cell checks every round trip against the saved weights
+(tolerance zero) and the float64 reference. The tests count what it checked,
+break the weight round trip on purpose (weights that went through float16, as
+`model.half()` before saving would leave them, and a single flipped bit) and
+see the check name it, and make sure the compact table names only APIs and
+file endings that the tabs use.
+"""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import smoke_offline
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.chapter import ChapterError, load_comparisons, run_framework_parts
+from rosetta_utils.frameworks import is_installed
+from rosetta_utils.page import Page, cell_role
+from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
+
+PAGE = Path(__file__).parents[1] / "book" / "tables" / "saving_and_devices.md"
+PAGE_NAME = "tables/saving_and_devices.md"
+INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
+PROMISED_CONCEPTS = 4
+SUFFIXES = {"pytorch": ".pt", "tensorflow": ".weights.h5", "jax": ".msgpack", "mxnet": ".params",
+            "chainer": ".npz"}
+
+
+@pytest.fixture(scope="module")
+def results():
+    patch = pytest.MonkeyPatch()
+    smoke_offline(patch)
+    try:
+        yield run_framework_parts(PAGE, INSTALLED)
+    finally:
+        patch.undo()
+
+
+@pytest.fixture(scope="module")
+def page(results):
+    return load_comparisons(PAGE, results)
+
+
+def with_weights(results, framework, weights):
+    wrong = {fw: dict(values) for fw, values in results.items()}
+    wrong[framework]["outputs"] = dict(wrong[framework]["outputs"], weights_roundtrip=weights)
+    return wrong
+
+
+def test_every_concept_is_checked_in_every_framework(page):
+    checks = page["checks"]
+    concepts = {check.concept for check in checks}
+    assert len(concepts) >= PROMISED_CONCEPTS
+    for concept in concepts:
+        assert {c.framework for c in checks if c.concept == concept} == set(INSTALLED)
+    assert all(check.verdict == "exact" for check in checks if check.error is not None)
+    assert all(c.error == 0.0 for c in checks if c.concept == "weights_roundtrip")
+    assert numeric_share(checks) >= 0.95
+
+
+def test_each_part_wrote_its_format_and_moved_to_the_cpu(results):
+    for framework in INSTALLED:
+        names = [name for name, size in results[framework]["files"]]
+        assert any(name.endswith(SUFFIXES[framework]) for name in names), (framework, names)
+        assert all(size > 0 for _, size in results[framework]["files"])
+        device = results[framework]["devices"]["device_move"]
+        assert "cpu" in device.lower() or device == "@numpy", (framework, device)  # Chainer's CPU
+
+
+def test_a_lossy_or_changed_weight_is_caught_naming_page_concept_and_framework(page, results):
+    framework = INSTALLED[0]
+    weight, bias = results[framework]["outputs"]["weights_roundtrip"]
+    through_half = (weight.astype(np.float16).astype(np.float32), bias)
+    assert 0 < np.abs(through_half[0] - weight).max() < 1e-2
+    with pytest.raises(TranslationMismatch, match=rf"{PAGE_NAME}: concept 'weights_roundtrip', framework {framework}"):
+        check_concepts(PAGE_NAME, with_weights(results, framework, through_half), page["references"],
+                       tolerances=page["TOLERANCES"])
+    one_bit = weight.copy()
+    one_bit[0, 0] = np.nextafter(one_bit[0, 0], np.float32(np.inf))
+    with pytest.raises(ChapterError, match=rf"concept 'weights_roundtrip', framework {framework}"):
+        load_comparisons(PAGE, with_weights(results, framework, (one_bit, bias)))
+
+
+def test_the_compact_table_names_only_apis_the_tabs_run():
+    page = Page.read(PAGE)
+    code = {framework: "\n".join(cell.source for cell in page.notebook.cells
+                                 if cell.cell_type == "code" and cell_role(cell) == framework)
+            for framework in FRAMEWORKS}
+    lines = [line for line in PAGE.read_text().splitlines() if line.startswith("|")][2:]
+    assert len(lines) >= 6
+    missing = []
+    for line in lines:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        for framework, cell in zip(FRAMEWORKS, cells[1:]):
+            missing += [f"{cells[0]} / {framework}: {name}" for name in re.findall(r"`([^`]+)`", cell)
+                        if name != "none" and name not in code[framework]]
+    assert not missing, "the table names APIs the tabs never run:\n" + "\n".join(missing)
