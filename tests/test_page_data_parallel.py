@@ -1,0 +1,199 @@
+"""The data-parallel page's claims, checked through the code the page shows.
+
+The equivalence of each framework's two workers with one process comes from the page's
+own parts (run as the build runs them, each in its own process) and its comparison
+cells; each verdict is then fed a wrong case. The faults (a killed worker, a taken
+port) go through each framework's own ``launch``, loaded from the page up to the
+section that runs it, and must end within the page's bound, name the framework and
+the worker, and leave no process behind.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import smoke_offline
+
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_utils.frameworks import is_installed
+from rosetta_utils.tab_results import TabRun
+from rosetta_utils.worker_processes import PortInUse, WorkerError, descendants
+
+PAGE = Path(__file__).parents[1] / "book" / "chapters" / "data_parallel_training.md"
+INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
+RUNS_SECTION = "The run"
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    """The page's comparison cells, run on what each framework's part left."""
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        return load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+
+
+@pytest.mark.parametrize("framework", INSTALLED)
+def test_two_workers_take_the_step_of_one_process(comparison, framework):
+    run = comparison["runs"][framework]
+    assert run.one_step_difference <= comparison["ONE_STEP_TOLERANCE"] == 1e-5
+    assert run.workers_difference == 0.0, "the workers' weights differ after ten steps"
+    assert comparison["equivalence_verdict"](run) == "agrees"
+
+
+def test_the_verdict_fails_a_step_that_differs(comparison):
+    """Wrong cases for both checks: a one-step difference above 1e-5, and workers whose
+    weights differ by a single rounding step."""
+    run = comparison["runs"][INSTALLED[0]]
+    wrong_step = TabRun(run.framework, {**run.as_dict(), "one_step_difference": 2e-5})
+    assert comparison["equivalence_verdict"](wrong_step).startswith(comparison["ONE_STEP"])
+    spacing = float(np.spacing(np.float32(1)))
+    apart = TabRun(run.framework, {**run.as_dict(), "workers_difference": spacing})
+    assert comparison["LAST_STEP"] in comparison["equivalence_verdict"](apart)
+
+
+def test_weights_difference_sees_a_changed_weight(comparison):
+    weights_difference = comparison["weights_difference"]
+    first = {"one_step/w": np.zeros(3, np.float32), "last_step/w": np.ones(3, np.float32)}
+    second = {name: value.copy() for name, value in first.items()}
+    assert weights_difference(first, second, "one_step") == 0.0
+    second["one_step/w"][1] = 1e-3
+    assert weights_difference(first, second, "one_step") == pytest.approx(1e-3)
+    assert weights_difference(first, second, "last_step") == 0.0
+    with pytest.raises(ValueError, match="no weights saved"):
+        weights_difference(first, second, "middle")
+
+
+def test_every_model_is_the_issues_full_size_network(comparison):
+    for framework, run in comparison["runs"].items():
+        assert run.parameter_count == comparison["ISSUE_PARAMETERS"] == 3_441_592, framework
+
+
+def test_timing_rows_are_measured(comparison):
+    for row in comparison["timing_rows"]:
+        framework, _, alone, together, speedup, collective, share, written, ratio = row
+        assert alone > 0 and together > 0 and collective > 0, framework
+        assert speedup == pytest.approx(alone / together)
+        assert share == pytest.approx(collective / together)
+    runs = comparison["runs"]
+    for framework in ("pytorch", "jax", "mxnet"):
+        if framework in runs:  # gradients through loopback sockets: at least one gradient
+            assert min(runs[framework].bytes_per_step) >= 4 * runs[framework].parameter_count
+
+
+def test_the_tensorflow_note_is_the_error_keras_gave(comparison):
+    if "tensorflow" in comparison["runs"]:
+        note = comparison["runs"]["tensorflow"].engine_notes
+        assert note == "" or note.startswith(("ValueError", "TypeError"))
+
+
+# ---- faults ---------------------------------------------------------------------------
+
+FAULT_FRAMEWORKS = [name for name in ("pytorch", "jax", "mxnet") if name in INSTALLED]
+
+
+@pytest.fixture(scope="module")
+def launchers():
+    """Each fault framework's part of the page up to the runs: its script and launch."""
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        namespaces = {framework: load_chapter(PAGE, framework, until=RUNS_SECTION)
+                      for framework in FAULT_FRAMEWORKS}
+    yield namespaces
+    for namespace in namespaces.values():
+        shutil.rmtree(namespace["RUN"], ignore_errors=True)
+
+
+def _environ(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return dict(item.split(b"=", 1) for item in environ.read().split(b"\0") if b"=" in item)
+    except OSError:
+        return {}
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _worker(script):
+    """The process of this test that runs ``script`` as worker 1, once it exists: the
+    one a launcher gave RANK=1 (torchrun, the page's JAX launch), or for MXNet, whose
+    ranks the scheduler hands out later, the second worker process the page started."""
+    workers = []
+    for pid in sorted(descendants(os.getpid())):
+        environ = _environ(pid)
+        if script not in _cmdline(pid):
+            continue
+        if environ.get(b"RANK") == b"1":
+            return pid
+        if environ.get(b"DMLC_ROLE") == b"worker":
+            workers.append(pid)
+    return workers[1] if len(workers) == 2 else None
+
+
+def _left_over(namespace):
+    run = str(namespace["RUN"])
+    return [pid for pid in os.listdir("/proc") if pid.isdigit() and run in _cmdline(pid)]
+
+
+@pytest.mark.parametrize("framework", FAULT_FRAMEWORKS)
+def test_a_killed_worker_ends_the_run_with_an_error_naming_it(launchers, framework):
+    namespace = launchers[framework]
+    script = namespace["SCRIPT"].name
+    outcome = {}
+
+    def run():
+        try:
+            namespace["launch"](2, namespace["STEPS"])
+        except WorkerError as error:
+            outcome["error"] = error
+        outcome["seconds"] = time.monotonic() - start
+
+    start = time.monotonic()
+    runner = threading.Thread(target=run)
+    runner.start()
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None and time.monotonic() < deadline and runner.is_alive():
+        victim = _worker(script)
+        time.sleep(0.1)
+    assert victim is not None, f"no {framework} worker 1 appeared"
+    time.sleep(1.0)  # let it get going
+    killed_at = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    runner.join(timeout=namespace["SILENCE"] + 30)
+    assert not runner.is_alive(), "the run did not end"
+    error = outcome.get("error")
+    assert error is not None, "the run ended without an error"
+    assert time.monotonic() - killed_at <= namespace["SILENCE"]
+    assert str(error).startswith(f"{framework}: ")
+    assert error.framework == framework
+    assert error.worker.startswith("worker 1"), error.worker
+    assert _left_over(namespace) == [], "a process of the run is still running"
+    assert descendants(os.getpid()) == []
+
+
+@pytest.mark.parametrize("framework", FAULT_FRAMEWORKS)
+def test_a_taken_port_gives_a_clear_error(launchers, framework):
+    namespace = launchers[framework]
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        ports = [port] * (2 if framework == "tensorflow" else 1)
+        with pytest.raises(PortInUse) as error:
+            namespace["launch"](2, namespace["STEPS"], ports=ports)
+    assert str(error.value).startswith(f"{framework}: port {port} on 127.0.0.1 is already in use")
+    assert _left_over(namespace) == []
+    assert descendants(os.getpid()) == []
