@@ -68,7 +68,7 @@ def test_a_wrong_convention_is_caught_naming_page_concept_and_framework(page, re
     outputs["huber"] = outputs["smooth_l1"]
     wrong["pytorch"]["outputs"] = outputs
     with pytest.raises(TranslationMismatch, match=r"tables/losses.md: concept 'huber', framework pytorch"):
-        check_concepts(PAGE_NAME, wrong, page["references"])
+        check_concepts(PAGE_NAME, wrong, page["references"], tolerances=page["TOLERANCES"])
     with pytest.raises(ChapterError, match=r"TranslationMismatch.*concept 'huber', framework pytorch"):
         load_comparisons(PAGE, wrong)
 

@@ -97,7 +97,8 @@ def test_a_wrong_convention_is_caught_naming_page_concept_and_framework(page, re
     outputs["rmsprop"] = default_decay
     wrong["pytorch"]["outputs"] = outputs
     with pytest.raises(TranslationMismatch, match=r"tables/optimizers.md: concept 'rmsprop', framework pytorch"):
-        check_concepts(PAGE_NAME, wrong, page["references"], approximate=page["APPROXIMATE"])
+        check_concepts(PAGE_NAME, wrong, page["references"], tolerances=page["TOLERANCES"],
+                       approximate=page["APPROXIMATE"])
     with pytest.raises(ChapterError, match=r"TranslationMismatch.*concept 'rmsprop', framework pytorch"):
         load_comparisons(PAGE, wrong)
 
