@@ -4,7 +4,8 @@ Each framework's part runs in its own process as in the book build; the
 page's comparison cell checks every round trip against the saved weights
 (tolerance zero) and the float64 reference. The tests count what it checked,
 break the weight round trip on purpose (weights that went through float16, as
-`model.half()` before saving would leave them, and a single flipped bit) and
+`model.half()` before saving would leave them, a single flipped bit, and a
+resumed run that restored the weights but not the optimizer state) and
 see the check name it, and make sure the compact table names only APIs and
 file endings that the tabs use.
 """
@@ -17,7 +18,7 @@ import pytest
 
 from conftest import smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import ChapterError, load_comparisons, run_framework_parts
+from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.page import Page, cell_role
 from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
@@ -25,7 +26,7 @@ from rosetta_utils.translation_checks import TranslationMismatch, check_concepts
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "saving_and_devices.md"
 PAGE_NAME = "tables/saving_and_devices.md"
 INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
-PROMISED_CONCEPTS = 4
+PROMISED_CONCEPTS = 5
 SUFFIXES = {"pytorch": ".pt", "tensorflow": ".weights.h5", "jax": ".msgpack", "mxnet": ".params",
             "chainer": ".npz"}
 
@@ -99,3 +100,27 @@ def test_the_compact_table_names_only_apis_the_tabs_run():
             missing += [f"{cells[0]} / {framework}: {name}" for name in re.findall(r"`([^`]+)`", cell)
                         if name != "none" and name not in code[framework]]
     assert not missing, "the table names APIs the tabs never run:\n" + "\n".join(missing)
+
+
+def test_resuming_without_the_optimizer_state_is_caught(page, results):
+    """The page's PyTorch checkpoint restored into the weights only, with a fresh Adam: its
+    third step is a first step again (bias correction and moments restart)."""
+    if "pytorch" not in INSTALLED:
+        pytest.skip("PyTorch is not installed")
+    import torch
+
+    patch = pytest.MonkeyPatch()
+    smoke_offline(patch)
+    try:
+        tab = load_chapter(PAGE, "pytorch", until="Devices")
+    finally:
+        patch.undo()
+    resumed = tab["make_model"]()
+    resumed.load_state_dict(tab["checkpoint"]["model"])
+    tab["adam_step"](resumed, torch.optim.Adam(resumed.parameters(), lr=tab["LR"]))
+    wrong = {fw: dict(values) for fw, values in results.items()}
+    wrong["pytorch"]["outputs"] = dict(
+        wrong["pytorch"]["outputs"],
+        optimizer_state=(resumed.weight.detach().numpy(), resumed.bias.detach().numpy()))
+    with pytest.raises(TranslationMismatch, match=rf"{PAGE_NAME}: concept 'optimizer_state', framework pytorch"):
+        check_concepts(PAGE_NAME, wrong, page["references"], tolerances=page["TOLERANCES"])
