@@ -148,6 +148,25 @@ def test_a_launcher_report_names_the_failed_rank():
     assert error.value.worker == "worker 1 (reported by the launcher (demo))"
 
 
+def test_a_rank_the_launcher_hides_is_still_a_failure():
+    """MPICH's mpiexec.gforker exits with 0 even when a rank was killed; its report
+    of each rank's end names the rank; the ones it stopped itself (Interrupt, Quit) do not."""
+    report = python("""
+        print("[0]0:Return code = 0, signaled with Interrupt")
+        print("[0]1:Return code = 0, signaled with Killed")
+        print("[0]2:Return code = 0, signaled with Quit")
+    """)
+    with pytest.raises(WorkerError) as error:
+        run_processes("demo", [Process("launcher (demo)", report)])
+    assert error.value.worker == "worker 1 (reported by the launcher (demo))"
+    assert "was killed by a signal (Killed)" in str(error.value)
+    clean = python("""
+        print("[0]0:Return code = 0")
+        print("[0]1:Return code = 0")
+    """)
+    assert run_processes("demo", [Process("launcher (demo)", clean)])
+
+
 def test_a_taken_port_is_a_clear_error_before_anything_starts():
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

@@ -5,11 +5,14 @@ and a server) that find each other through ports on 127.0.0.1.
 :func:`free_port` finds a port nothing listens on; :func:`run_processes`
 starts the processes, each in a process group of its own, collects what each
 prints, and returns it when every process has exited cleanly. When one exits
-with an error or is killed, or the run passes its time limit (a hang), every
-process group is killed at once, so nothing is left behind, and a
-:class:`WorkerError` names the framework and the process: its name, or for a
-launcher that starts the workers itself (torchrun, mpiexec) the rank the
-launcher reports. A port another program holds gives a :class:`PortInUse`.
+with an error or is killed, or no process prints a line for a while (a hang),
+or the run passes its time limit, every process group is killed at once, so
+nothing is left behind, and a :class:`WorkerError` names the framework and
+the process: its name, or for a launcher that starts the workers itself
+(torchrun, mpiexec) the rank the launcher reports, or the rank of a stopped
+worker below it. A port another program holds gives a :class:`PortInUse`;
+:func:`on_free_ports` checks the ports a caller gives and retries a run on
+fresh ports when the ones it chose were taken in between.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ _PORT_TAKEN = re.compile(r"address already in use|EADDRINUSE|errno 98|bind.*fail
                          re.IGNORECASE)
 #: How launchers name the worker that failed (torchrun's and MPICH's reports).
 _LAUNCHER_RANK = re.compile(r"\brank\s*:?\s*(\d+)\b", re.IGNORECASE)
+#: MPICH's one-machine launcher (mpiexec.gforker) reports each rank's end,
+#: "[0]1:Return code = 0, signaled with Killed", and exits with 0 even then.
+_GFORKER_END = re.compile(
+    r"^\[\d+\](\d+):Return code = (-?\d+)(?:, signaled with (\w+))?", re.MULTILINE)
 
 
 class WorkerError(RuntimeError):
@@ -134,9 +141,22 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
+def _rank_failures(output: str) -> list[tuple[str, str]]:
+    """``(rank, how it ended)`` for each rank a launcher reports as failed; the ranks it
+    stopped itself (SIGINT or SIGQUIT, its ways of stopping the others) come last."""
+    failed = [(rank, f"was killed by a signal ({signal_name})" if signal_name
+               else f"exited with status {code}")
+              for rank, code, signal_name in _GFORKER_END.findall(output)
+              if code != "0" or signal_name]
+    return sorted(failed, key=lambda item: item[1].endswith(("(Quit)", "(Interrupt)")))
+
+
 def _culprit(process: _Running) -> str:
     """The process's name, with the rank a launcher reports as the first failure."""
     output = process.output()
+    reported = _rank_failures(output)
+    if reported and process.spec.name.startswith("launcher"):
+        return f"worker {reported[0][0]} (reported by the {process.spec.name})"
     marker = output.rfind("Root Cause")  # torchrun's summary; MPICH names RANK n
     ranks = _LAUNCHER_RANK.findall(output[marker:] if marker >= 0 else output)
     if ranks and process.spec.name.startswith("launcher"):
@@ -220,7 +240,18 @@ def run_processes(framework: str, processes: Sequence[Process], silence: float =
             if all(code == 0 for code in codes):
                 for process in running:
                     process.reap()
-                return {p.spec.name: p.output() for p in running}
+                    process.kill()  # anything a process left in its group
+                outputs = {p.spec.name: p.output() for p in running}
+                for process in running:  # a launcher that hides a failed rank
+                    reported = _rank_failures(outputs[process.spec.name])
+                    if reported:
+                        who = _culprit(process)
+                        raise WorkerError(
+                            f"{framework}: {who} {reported[0][1]}; the run was "
+                            f"stopped. Its last output:\n"
+                            f"{_tail(outputs[process.spec.name])}",
+                            framework, who, outputs)
+                return outputs
             now = time.monotonic()
             last_line = max([started, *(p.last_line for p in running)])
             if now - last_line > silence or now - started > timeout:
