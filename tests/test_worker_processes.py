@@ -34,9 +34,11 @@ def wait_for(predicate, seconds=20.0):
 
 @pytest.fixture(autouse=True)
 def nothing_left_behind():
+    before = set(descendants(os.getpid()))  # what other tests' fixtures may hold
     yield
     # every process a test started is gone once run_processes returned or raised
-    assert descendants(os.getpid()) == [], "a test left a process running"
+    left = [pid for pid in descendants(os.getpid()) if pid not in before]
+    assert left == [], "a test left a process running"
 
 
 def test_free_port_is_free_on_loopback():
