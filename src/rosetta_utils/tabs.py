@@ -276,8 +276,12 @@ def _where_it_ran(part: dict[str, Any] | None, title: str) -> str:
     env = part.get("environment") or {}
     versions = ", ".join(f"{name} {version}" for name, version in env.get("versions", {}).items())
     cached = ", from the execution cache" if part.get("cached") else ""
-    return (f" This build ran it on {env.get('device', 'an unknown device')} ({versions}; "
-            f"{env.get('threads', '?')} threads) in {part.get('seconds', 0):.0f} s{cached}.")
+    device = env.get("device", "an unknown device")
+    details = f"{versions}; {env.get('threads', '?')} threads"
+    if device.startswith("not checked"):  # the part made no array to read a device from
+        return (f" This build ran it ({details}; it made no {title.split()[0].lower()} array, so no "
+                f"device to report) in {part.get('seconds', 0):.0f} s{cached}.")
+    return f" This build ran it on {device} ({details}) in {part.get('seconds', 0):.0f} s{cached}."
 
 
 def _download_line(app: Sphinx, docname: str, declared: tuple[str, ...]) -> nodes.container:
@@ -330,7 +334,7 @@ def _fill_banners(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     for parts in _parts_of(app.env).values():
         for name, part in parts.items():
             device = (part.get("environment") or {}).get("device")
-            if name in FRAMEWORKS and device:
+            if name in FRAMEWORKS and device and not device.startswith("not checked"):
                 devices.setdefault(name, []).append(device)
     devices = {name: devices[name] for name in FRAMEWORKS if name in devices}
     stand_ins = sorted(page for page, used in _stand_ins_of(app.env).items() if used)
