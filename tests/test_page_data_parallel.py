@@ -85,9 +85,12 @@ def test_timing_rows_are_measured(comparison):
         assert speedup == pytest.approx(alone / together)
         assert share == pytest.approx(collective / together)
     runs = comparison["runs"]
-    for framework in ("pytorch", "jax", "mxnet"):
-        if framework in runs:  # gradients through loopback sockets: at least one gradient
-            assert min(runs[framework].bytes_per_step) >= 4 * runs[framework].parameter_count
+    for framework in ("pytorch", "tensorflow", "jax", "mxnet"):
+        if framework in runs:  # gradients through loopback sockets: about one gradient
+            gradient = 4 * runs[framework].parameter_count
+            assert min(runs[framework].bytes_per_step) >= 0.9 * gradient, framework
+    if "chainer" in runs:  # MPICH on one machine: shared memory, not TCP
+        assert max(runs["chainer"].bytes_per_step) < 0.01 * 4 * runs["chainer"].parameter_count
 
 
 def test_the_tensorflow_note_is_the_error_keras_gave(comparison):
