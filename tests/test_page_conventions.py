@@ -24,7 +24,7 @@ ROOT = Path(__file__).parents[1]
 PAGES = sorted(path for path in (ROOT / "book").rglob("*.md") if "```{code-cell}" in path.read_text())
 CHAPTERS = [path for path in PAGES if path.parent.name == "chapters"]
 SECTION_ORDER = ["Setup", "Data", "Model", "Training", "Evaluation", "Equivalence", "Timing", "Lessons"]
-TASK_PAGES = ["cifar10_cnn", "resnet50_features", "imdb_gru"]
+TASK_PAGES = ["cifar10_cnn", "resnet50_features", "imdb_gru", "data_parallel_training"]
 
 #: Names that only serve the book, never a reader's code.
 PLUMBING_NAMES = {
