@@ -10,6 +10,7 @@ import pytest
 
 from local_http_server import LocalHTTPServer
 from rosetta_utils.frameworks import _use_stdlib_distutils
+from rosetta_utils.one_framework import environment as one_framework_environment
 
 # Some tests load several frameworks' parts in this one process. Chainer 7 needs the
 # standard library's distutils, which a part of MXNet would otherwise have replaced
@@ -126,3 +127,39 @@ def assert_true_float32_equivalence(runs) -> None:
         assert run.equivalence_precision == expected[framework], framework
         if framework in defaults:
             assert run.environment["float32"] == defaults[framework], framework
+
+
+#: What MXNet 1.9 and Chainer 7 need before their import (the pages' fix lines, shortened).
+IMPORT_FIXES = {
+    "mxnet": "import numpy as np\nnp.bool = bool\n",
+    "chainer": "import _distutils_hack\n_distutils_hack.remove_shim()\n",
+}
+
+
+def framework_process_output(framework: str, code: str) -> str:
+    """The last line ``code`` prints in a fresh process where only ``framework`` imports:
+    how a test reads what the installed framework itself says (a default, a switch)."""
+    done = subprocess.run([sys.executable, "-c", IMPORT_FIXES.get(framework, "") + code],
+                          env=one_framework_environment(framework), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def assert_knob_table_complete(comparison, switches, frameworks) -> None:
+    """A lessons page's knob table: a row for every knob, a filled cell for every framework,
+    a link to the measurement, and each named switch in its framework's cell."""
+    from rosetta_utils.knob_table import NOT_REPORTED, knob_rows, missing_cells
+
+    headers, rows = knob_rows(comparison["runs"], comparison["KNOBS"], comparison["LINKS"])
+    assert headers == ["knob", *frameworks, "measured"]
+    assert [row[0] for row in rows] == comparison["KNOBS"]
+    assert missing_cells(comparison["runs"], comparison["KNOBS"]) == []
+    for row in rows:
+        assert all(cell and cell != NOT_REPORTED for cell in row[1:-1]), row
+        assert "{ref}`" in row[-1]
+    for framework, named in switches.items():
+        if framework in frameworks:
+            column = headers.index(framework)
+            for knob, switch in named.items():
+                cell = next(row[column] for row in rows if row[0] == knob)
+                assert switch in cell, f"{framework} {knob}: {cell}"

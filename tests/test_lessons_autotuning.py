@@ -9,19 +9,15 @@ feed each verdict the page prints a case it must fail.
 """
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import smoke_offline
+from conftest import assert_knob_table_complete, framework_process_output, smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.knob_table import NOT_REPORTED, knob_rows, missing_cells
-from rosetta_utils.one_framework import environment
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "autotuning.md"
 INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
@@ -46,10 +42,6 @@ SWITCHES = {
     "chainer": {"cuDNN algorithm search": "chainer.config.autotune",
                 "deterministic algorithms": "chainer.config.cudnn_deterministic"},
 }
-PRELUDE = {
-    "mxnet": "import numpy as np\nnp.bool = bool\n",
-    "chainer": "import _distutils_hack\n_distutils_hack.remove_shim()\n",
-}
 #: (code printing values in a process with only that framework, the knob, the text it must hold)
 DEFAULTS = {
     "tensorflow": ("import tensorflow as tf\nprint(tf.data.AUTOTUNE)",
@@ -63,11 +55,7 @@ DEFAULTS = {
 }
 
 
-def installed_output(framework, code):
-    done = subprocess.run([sys.executable, "-c", PRELUDE.get(framework, "") + code],
-                          env=environment(framework), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
+installed_output = framework_process_output
 
 
 @pytest.fixture(scope="module")
@@ -85,19 +73,7 @@ def comparison(tmp_path_factory):
 
 
 def test_the_knob_table_has_every_switch_and_a_cell_for_every_framework(comparison):
-    headers, rows = knob_rows(comparison["runs"], comparison["KNOBS"], comparison["LINKS"])
-    assert headers == ["knob", *INSTALLED, "measured"]
-    assert [row[0] for row in rows] == comparison["KNOBS"]
-    assert missing_cells(comparison["runs"], comparison["KNOBS"]) == []
-    for row in rows:
-        assert all(cell and cell != NOT_REPORTED for cell in row[1:-1]), row
-        assert "{ref}`" in row[-1]
-    for framework, switches in SWITCHES.items():
-        if framework in INSTALLED:
-            column = headers.index(framework)
-            for knob, switch in switches.items():
-                cell = next(row[column] for row in rows if row[0] == knob)
-                assert switch in cell, f"{framework} {knob}: {cell}"
+    assert_knob_table_complete(comparison, SWITCHES, INSTALLED)
 
 
 @pytest.mark.skipif(not is_installed("pytorch"), reason="PyTorch is not installed")

@@ -8,19 +8,16 @@ prints a case it must fail.
 """
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import smoke_offline
+from conftest import assert_knob_table_complete, framework_process_output, smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.knob_table import NOT_REPORTED, knob_rows, missing_cells
-from rosetta_utils.one_framework import environment
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "numeric_precision.md"
 INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
@@ -36,10 +33,6 @@ SWITCHES = {
     "chainer": {"TF32 in float32 matmuls": "no TF32 switch"},
 }
 #: Fix lines a framework needs before its import in a fresh process.
-PRELUDE = {
-    "mxnet": "import numpy as np\nnp.bool = bool\n",
-    "chainer": "import _distutils_hack\n_distutils_hack.remove_shim()\n",
-}
 #: Code that prints, in a process with only that framework, the defaults the table shows.
 DEFAULTS = {
     "tensorflow": ("import tensorflow as tf\n"
@@ -52,11 +45,7 @@ DEFAULTS = {
 
 def installed_default(framework):
     """What the installed framework prints for DEFAULTS[framework], in its own process."""
-    code = PRELUDE.get(framework, "") + DEFAULTS[framework]
-    done = subprocess.run([sys.executable, "-c", code], env=environment(framework),
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
+    return framework_process_output(framework, DEFAULTS[framework])
 
 
 @pytest.fixture(scope="module")
@@ -72,19 +61,7 @@ def comparison(tmp_path_factory):
 
 
 def test_the_knob_table_has_every_switch_and_a_cell_for_every_framework(comparison):
-    headers, rows = knob_rows(comparison["runs"], comparison["KNOBS"], comparison["LINKS"])
-    assert headers == ["knob", *INSTALLED, "measured"]
-    assert [row[0] for row in rows] == comparison["KNOBS"]
-    assert missing_cells(comparison["runs"], comparison["KNOBS"]) == []
-    for row in rows:
-        assert all(cell and cell != NOT_REPORTED for cell in row[1:-1]), row
-        assert "{ref}`" in row[-1]
-    for framework, switches in SWITCHES.items():
-        if framework in INSTALLED:
-            column = headers.index(framework)
-            for knob, switch in switches.items():
-                cell = next(row[column] for row in rows if row[0] == knob)
-                assert switch in cell, f"{framework} {knob}: {cell}"
+    assert_knob_table_complete(comparison, SWITCHES, INSTALLED)
 
 
 def test_missing_cells_names_an_unreported_knob(comparison):

@@ -17,6 +17,7 @@ from rosetta_utils.bench.tasks import TASKS, page_configuration
 from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.equivalence import max_abs_difference
 from rosetta_utils.frameworks import is_installed
+from rosetta_utils.tab_results import where_and_precision
 from rosetta_utils.results import load_results
 from rosetta_utils.tab_results import TabRun
 from rosetta_utils.transplant import flattened_dense_nhwc_to_nchw
@@ -112,7 +113,7 @@ def test_every_framework_trained_and_was_tested(comparison, framework):
     assert isinstance(run.test_accuracy, float) and 0 <= run.test_accuracy <= 1
     assert isinstance(run.accuracy_dropout_on, float) and 0 <= run.accuracy_dropout_on <= 1
     (row,) = [row for row in comparison["timing_rows"] if row[0] == framework]
-    assert row[1] == run.environment["device"]
+    assert row[1] == where_and_precision(run)  # the device and the float32 mode the timing used
     assert row[2:] == [run.epoch_seconds[0], min(run.epoch_seconds[1:]),
                        comparison["images_per_epoch"] / min(run.epoch_seconds[1:]), run.test_accuracy]
     (row,) = [row for row in comparison["dropout_rows"] if row[0] == framework]

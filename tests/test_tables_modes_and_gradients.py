@@ -9,7 +9,6 @@ convention of the other frameworks read as PyTorch's) and see the check name
 it, and make sure the compact table names only APIs that the tabs run.
 """
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from conftest import smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.page import Page, cell_role
+from translation_table_checks import names_never_run
 from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "modes_and_gradients.md"
@@ -94,16 +93,4 @@ def test_a_wrong_momentum_convention_is_caught_naming_page_concept_and_framework
 
 
 def test_the_compact_table_names_only_apis_the_tabs_run():
-    page = Page.read(PAGE)
-    code = {framework: "\n".join(cell.source for cell in page.notebook.cells
-                                 if cell.cell_type == "code" and cell_role(cell) == framework)
-            for framework in FRAMEWORKS}
-    lines = [line for line in PAGE.read_text().splitlines() if line.startswith("|")][2:]
-    assert len(lines) >= 9
-    missing = []
-    for line in lines:
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        for framework, cell in zip(FRAMEWORKS, cells[1:]):
-            missing += [f"{cells[0]} / {framework}: {name}" for name in re.findall(r"`([^`]+)`", cell)
-                        if name != "none" and name not in code[framework]]
-    assert not missing, "the table names APIs the tabs never run:\n" + "\n".join(missing)
+    assert not names_never_run(PAGE), "the table names APIs the tabs never run"

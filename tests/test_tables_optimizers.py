@@ -8,7 +8,6 @@ PyTorch's default decay 0.99 where the row says 0.9) and see the check name
 it, and make sure the compact table names only APIs that the tabs run.
 """
 
-import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from conftest import smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.page import Page, cell_role
+from translation_table_checks import names_never_run
 from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "optimizers.md"
@@ -40,16 +39,6 @@ def results():
 def page(results):
     return load_comparisons(PAGE, results)
 
-
-def compact_table(path):
-    """The page's first Markdown table: {concept: {framework: [API names]}}."""
-    lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
-    rows = {}
-    for line in lines[2:]:
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        rows[cells[0]] = {framework: re.findall(r"`([^`]+)`", cell)
-                          for framework, cell in zip(FRAMEWORKS, cells[1:])}
-    return rows
 
 
 def test_every_concept_is_checked_in_every_framework(page):
@@ -104,13 +93,4 @@ def test_a_wrong_convention_is_caught_naming_page_concept_and_framework(page, re
 
 
 def test_the_compact_table_names_only_apis_the_tabs_run():
-    page = Page.read(PAGE)
-    code = {framework: "\n".join(cell.source for cell in page.notebook.cells
-                                 if cell.cell_type == "code" and cell_role(cell) == framework)
-            for framework in FRAMEWORKS}
-    table = compact_table(PAGE)
-    assert len(table) >= PROMISED_CONCEPTS
-    missing = [f"{concept} / {framework}: {name}" for concept, cells in table.items()
-               for framework, names in cells.items() for name in names
-               if name != "none" and name not in code[framework]]
-    assert not missing, "the table names APIs the tabs never run:\n" + "\n".join(missing)
+    assert not names_never_run(PAGE), "the table names APIs the tabs never run"

@@ -10,7 +10,6 @@ see the check name it, and make sure the compact table names only APIs and
 file endings that the tabs use.
 """
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from conftest import smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.page import Page, cell_role
+from translation_table_checks import names_never_run
 from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "saving_and_devices.md"
@@ -86,21 +85,6 @@ def test_a_lossy_or_changed_weight_is_caught_naming_page_concept_and_framework(p
         load_comparisons(PAGE, with_weights(results, framework, (one_bit, bias)))
 
 
-def test_the_compact_table_names_only_apis_the_tabs_run():
-    page = Page.read(PAGE)
-    code = {framework: "\n".join(cell.source for cell in page.notebook.cells
-                                 if cell.cell_type == "code" and cell_role(cell) == framework)
-            for framework in FRAMEWORKS}
-    lines = [line for line in PAGE.read_text().splitlines() if line.startswith("|")][2:]
-    assert len(lines) >= 6
-    missing = []
-    for line in lines:
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        for framework, cell in zip(FRAMEWORKS, cells[1:]):
-            missing += [f"{cells[0]} / {framework}: {name}" for name in re.findall(r"`([^`]+)`", cell)
-                        if name != "none" and name not in code[framework]]
-    assert not missing, "the table names APIs the tabs never run:\n" + "\n".join(missing)
-
 
 def test_resuming_without_the_optimizer_state_is_caught(page, results):
     """The page's PyTorch checkpoint restored into the weights only, with a fresh Adam: its
@@ -124,3 +108,7 @@ def test_resuming_without_the_optimizer_state_is_caught(page, results):
         optimizer_state=(resumed.weight.detach().numpy(), resumed.bias.detach().numpy()))
     with pytest.raises(TranslationMismatch, match=rf"{PAGE_NAME}: concept 'optimizer_state', framework pytorch"):
         check_concepts(PAGE_NAME, wrong, page["references"], tolerances=page["TOLERANCES"])
+
+
+def test_the_compact_table_names_only_apis_the_tabs_run():
+    assert not names_never_run(PAGE), "the table names APIs the tabs never run"
