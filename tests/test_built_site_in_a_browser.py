@@ -104,7 +104,7 @@ def requests_to_other_hosts(driver) -> list[str]:
 
 SCROLLING_BLOCKS = """
 const blocks = [...document.querySelectorAll('div.highlight pre')]
-  .filter(pre => pre.offsetParent !== null);
+  .filter(pre => pre.offsetParent !== null && !pre.closest('.cell_output'));
 return {total: blocks.length,
         scrolling: blocks.filter(pre => pre.scrollWidth > pre.clientWidth + 1)
           .map(pre => pre.innerText.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))};

@@ -137,7 +137,7 @@ def built_index():
 @pytest.mark.parametrize("page", TABLE_PAGES, ids=lambda page: page.stem)
 def test_the_sites_search_finds_every_name_of_the_table_on_its_page(built_index, page):
     html, index = built_index
-    docname = f"tables/{page.stem}"
+    docname = f"book/tables/{page.stem}"
     assert docname in index["docnames"], f"{docname} is not in the built site (is it in _toc.yml?)"
     missing = missing_names(index, docname, compact_table_names(page), search_language(html))
     assert not missing, f"the site's search does not find these names on {docname}:\n" + "\n".join(missing)

@@ -101,8 +101,9 @@ def test_the_tensorflow_note_is_the_error_keras_gave(comparison):
 
 # ---- faults ---------------------------------------------------------------------------
 
-FAULT_FRAMEWORKS = [name for name in ("pytorch", "jax", "mxnet", "chainer")
-                    if name in INSTALLED]
+# PyTorch's launcher (torchrun) and MPICH's (whose gforker exits 0 when a rank dies, so the
+# rank's own report is read): the two ways a launcher sits between the page and its workers.
+FAULT_FRAMEWORKS = [name for name in ("pytorch", "chainer") if name in INSTALLED]
 
 
 @pytest.fixture(scope="module")
