@@ -34,6 +34,7 @@ def compact_table(path: Path) -> dict[str, list[str]]:
 
 
 def framework_code(path: Path, framework: str) -> str:
+    """All the code of ``framework``'s cells on the page."""
     page = Page.read(path)
     return "\n".join(cell.source for cell in page.notebook.cells
                      if cell.cell_type == "code" and cell_role(cell) == framework)
@@ -41,8 +42,10 @@ def framework_code(path: Path, framework: str) -> str:
 
 def names_never_run(path: Path) -> list[str]:
     """The compact table's API names that no cell of their framework runs."""
-    return [f"{framework}: {name}" for framework, names in compact_table(path).items()
-            for name in names if name != "none" and name not in framework_code(path, framework)]
+    table = compact_table(path)
+    code = {framework: framework_code(path, framework) for framework in table}
+    return [f"{framework}: {name}" for framework, names in table.items()
+            for name in names if name != "none" and name not in code[framework]]
 
 
 def assert_every_concept_checked(checks, promised: int, frameworks=FRAMEWORKS) -> None:
