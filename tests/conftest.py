@@ -163,3 +163,13 @@ def assert_knob_table_complete(comparison, switches, frameworks) -> None:
             for knob, switch in named.items():
                 cell = next(row[column] for row in rows if row[0] == knob)
                 assert switch in cell, f"{framework} {knob}: {cell}"
+
+
+def parts_as_built(page, frameworks):
+    """For a module fixture (``yield from``): each framework's part of ``page`` run as `make
+    test` runs it (smoke profile, offline; from the build's cache where it executed them)."""
+    from rosetta_utils.chapter import run_framework_parts
+
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        yield run_framework_parts(page, frameworks)

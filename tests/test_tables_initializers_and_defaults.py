@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import smoke_offline
+from conftest import parts_as_built
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import ChapterError, load_comparisons, run_framework_parts
+from rosetta_utils.chapter import ChapterError, load_comparisons
 from rosetta_utils.frameworks import is_installed
 from translation_table_checks import names_never_run
 from rosetta_utils.translation_checks import numeric_share
@@ -29,12 +29,7 @@ INITIALISERS = {"init_dense", "init_conv", "init_embedding", "init_gru_input", "
 
 @pytest.fixture(scope="module")
 def results():
-    patch = pytest.MonkeyPatch()
-    smoke_offline(patch)
-    try:
-        yield run_framework_parts(PAGE, INSTALLED)
-    finally:
-        patch.undo()
+    yield from parts_as_built(PAGE, INSTALLED)
 
 
 @pytest.fixture(scope="module")

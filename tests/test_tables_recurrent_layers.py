@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import parts_as_built
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import ChapterError, load_comparisons, run_framework_parts
+from rosetta_utils.chapter import ChapterError, load_comparisons
 from rosetta_utils.translation_checks import TranslationMismatch
 from translation_table_checks import assert_every_concept_checked, compact_table, names_never_run
 
@@ -19,11 +20,7 @@ PROMISED_CONCEPTS = 10
 
 @pytest.fixture(scope="module")
 def parts():
-    from conftest import smoke_offline
-
-    with pytest.MonkeyPatch.context() as patch:
-        smoke_offline(patch)
-        yield run_framework_parts(PAGE, FRAMEWORKS)
+    yield from parts_as_built(PAGE, FRAMEWORKS)
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import smoke_offline
+from conftest import parts_as_built, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons, run_framework_parts
+from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons
 from rosetta_utils.frameworks import is_installed
 from translation_table_checks import names_never_run
 from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
@@ -32,12 +32,7 @@ SUFFIXES = {"pytorch": ".pt", "tensorflow": ".weights.h5", "jax": ".msgpack", "m
 
 @pytest.fixture(scope="module")
 def results():
-    patch = pytest.MonkeyPatch()
-    smoke_offline(patch)
-    try:
-        yield run_framework_parts(PAGE, INSTALLED)
-    finally:
-        patch.undo()
+    yield from parts_as_built(PAGE, INSTALLED)
 
 
 @pytest.fixture(scope="module")
