@@ -19,7 +19,6 @@ from conftest import parts_as_built
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import ChapterError, load_comparisons
 from rosetta_utils.frameworks import is_installed
-from translation_table_checks import names_never_run
 from rosetta_utils.translation_checks import numeric_share
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "initializers_and_defaults.md"
@@ -128,7 +127,3 @@ def test_a_misread_initialiser_formula_is_caught(results):
     wrong = changed(results, "mxnet", "outputs", "init_dense", np.array(ratio))
     with pytest.raises(ChapterError, match=r"documented initialiser disagrees.*init_dense in mxnet"):
         load_comparisons(PAGE, wrong)
-
-
-def test_the_compact_table_names_only_apis_the_tabs_run():
-    assert not names_never_run(PAGE), "the table names APIs the tabs never run"

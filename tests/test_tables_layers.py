@@ -9,9 +9,8 @@ import pytest
 
 from conftest import parts_as_built
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import ChapterError, load_comparisons
-from rosetta_utils.translation_checks import TranslationMismatch
-from translation_table_checks import assert_every_concept_checked, compact_table, names_never_run
+from rosetta_utils.chapter import load_comparisons
+from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "layers.md"
 PAGE_NAME = "tables/layers.md"
@@ -53,22 +52,8 @@ def test_a_wrong_momentum_convention_stops_the_page(parts, comparison):
     bn = torch.nn.BatchNorm1d(3, momentum=0.9)
     bn(torch.from_numpy(comparison["x_bn"]))
     broken["pytorch"]["outputs"]["bn_running_mean"] = bn.running_mean.detach().numpy()
-    with pytest.raises(ChapterError) as failure:
-        load_comparisons(PAGE, broken)
-    assert isinstance(failure.value.__cause__, TranslationMismatch)
-    message = str(failure.value.__cause__)
-    assert PAGE_NAME in message and "'bn_running_mean'" in message and "framework pytorch" in message
+    assert_the_page_stops_naming(PAGE, broken, PAGE_NAME, "bn_running_mean", "pytorch")
 
 
 def test_every_concept_runs_in_all_five_frameworks_and_is_checked(comparison):
     assert_every_concept_checked(comparison["checks"], PROMISED_CONCEPTS)
-
-
-def test_every_name_in_the_compact_table_runs_in_its_frameworks_cells():
-    assert not names_never_run(PAGE), "table names no cell of the page runs"
-
-
-def test_the_table_check_catches_a_name_the_page_never_runs(tmp_path):
-    name = compact_table(PAGE)["pytorch"][0]
-    (tmp_path / "page.md").write_text(PAGE.read_text().replace(f"`{name}`", "`torch.never_run`", 1))
-    assert names_never_run(tmp_path / "page.md") == ["pytorch: torch.never_run"]

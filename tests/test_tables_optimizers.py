@@ -16,7 +16,6 @@ from conftest import parts_as_built, smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons
 from rosetta_utils.frameworks import is_installed
-from translation_table_checks import names_never_run
 from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "optimizers.md"
@@ -85,7 +84,3 @@ def test_a_wrong_convention_is_caught_naming_page_concept_and_framework(page, re
                        approximate=page["APPROXIMATE"])
     with pytest.raises(ChapterError, match=r"TranslationMismatch.*concept 'rmsprop', framework pytorch"):
         load_comparisons(PAGE, wrong)
-
-
-def test_the_compact_table_names_only_apis_the_tabs_run():
-    assert not names_never_run(PAGE), "the table names APIs the tabs never run"

@@ -19,7 +19,6 @@ from conftest import parts_as_built, smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons
 from rosetta_utils.frameworks import is_installed
-from translation_table_checks import names_never_run
 from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "saving_and_devices.md"
@@ -103,7 +102,3 @@ def test_resuming_without_the_optimizer_state_is_caught(page, results):
         optimizer_state=(resumed.weight.detach().numpy(), resumed.bias.detach().numpy()))
     with pytest.raises(TranslationMismatch, match=rf"{PAGE_NAME}: concept 'optimizer_state', framework pytorch"):
         check_concepts(PAGE_NAME, wrong, page["references"], tolerances=page["TOLERANCES"])
-
-
-def test_the_compact_table_names_only_apis_the_tabs_run():
-    assert not names_never_run(PAGE), "the table names APIs the tabs never run"

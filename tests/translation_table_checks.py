@@ -58,3 +58,18 @@ def assert_every_concept_checked(checks, promised: int, frameworks=FRAMEWORKS) -
     assert numeric_share(checks) >= 0.95
     exact = [c for c in checks if c.exact and c.error is not None]
     assert exact and all(c.error <= c.tolerance for c in exact)
+
+
+def assert_the_page_stops_naming(page: Path, broken_results, page_name: str, concept: str, framework: str) -> None:
+    """The page's comparisons, run on ``broken_results``, stop with the TranslationMismatch
+    that names the page, the concept and the framework."""
+    import pytest
+
+    from rosetta_utils.chapter import ChapterError, load_comparisons
+    from rosetta_utils.translation_checks import TranslationMismatch
+
+    with pytest.raises(ChapterError) as failure:
+        load_comparisons(page, broken_results)
+    assert isinstance(failure.value.__cause__, TranslationMismatch)
+    message = str(failure.value.__cause__)
+    assert page_name in message and f"'{concept}'" in message and f"framework {framework}" in message
