@@ -14,6 +14,7 @@ framework.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -110,8 +111,10 @@ def _use_stdlib_distutils() -> None:
 
 
 
+@functools.lru_cache(maxsize=1)
 def _distributions() -> dict[str, str]:
-    """Installed distributions, by normalised name: version."""
+    """Installed distributions, by normalised name: version (read once: a build asks for
+    every tab set of every page, and what is installed does not change meanwhile)."""
     from importlib import metadata
 
     found = {}
@@ -122,6 +125,7 @@ def _distributions() -> dict[str, str]:
     return found
 
 
+@functools.lru_cache(maxsize=1)
 def _torch_cuda_version() -> str | None:
     """The CUDA version torch was built for, read from its ``version.py`` (no import)."""
     try:
