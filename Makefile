@@ -1,15 +1,33 @@
 # The two commands of the book:
-#   make book   create .venv if needed, install, build the whole book (executing every page)
-#   make test   the same environment: a smoke build of the whole book, unit tests, checks of its HTML
+#   make book   create the environments if needed, install, build the whole book (executing every page)
+#   make test   the same environments: a smoke build of the whole book, unit tests, checks of its HTML
 #
-# ROSETTA_FRAMEWORKS=pytorch,jax installs and executes only those frameworks' tabs.
+# Two environments (environments/README.md), each from its own constraints file:
+#   .venv         current: PyTorch, TensorFlow (Keras 3), JAX (Flax) on numpy 2, Python 3.12,
+#                 with the book's tooling; the comparisons run here
+#   .venv-legacy  legacy: MXNet 1.9 and Chainer 7 on numpy 1.26, Python 3.11
+# ROSETTA_FRAMEWORKS=pytorch,jax installs and executes only those frameworks' tabs (and
+# creates only the environments they need; the current one always, for the build).
 # ROSETTA_PROFILE=smoke|full chooses the sizes (default: full with a CUDA GPU, smoke without).
 # ROSETTA_OFFLINE=1 never downloads: pages use labelled synthetic stand-ins for missing data.
+# PYTHON_CURRENT, PYTHON_LEGACY: the interpreters (default: python3.12 and python3.11,
+# found on the PATH or through pyenv).
 
-PYTHON ?= python3.11
-VENV := .venv
-BIN := $(VENV)/bin
 comma := ,
+empty :=
+space := $(empty) $(empty)
+
+FRAMEWORK_CHOICES := pytorch tensorflow jax mxnet chainer
+SELECTED := $(strip $(subst $(comma),$(space),$(or $(ROSETTA_FRAMEWORKS),$(subst $(space),$(comma),$(FRAMEWORK_CHOICES)))))
+UNKNOWN := $(filter-out $(FRAMEWORK_CHOICES),$(SELECTED))
+ifneq ($(UNKNOWN),)
+$(error ROSETTA_FRAMEWORKS names $(UNKNOWN), not a framework of the book: use a comma-separated list of $(FRAMEWORK_CHOICES))
+endif
+ifeq ($(SELECTED),)
+$(error ROSETTA_FRAMEWORKS is empty: name one or more of $(FRAMEWORK_CHOICES))
+endif
+CURRENT_FRAMEWORKS := $(filter pytorch tensorflow jax,$(SELECTED))
+LEGACY_FRAMEWORKS := $(filter mxnet chainer,$(SELECTED))
 
 # ROSETTA_GPU=auto|cuda|cpu: which builds of the frameworks to install. auto (the
 # default) takes the GPU builds when an NVIDIA GPU is visible (/dev/nvidia0 ...).
@@ -26,31 +44,43 @@ endif
 endif
 GPU_VISIBLE := $(if $(wildcard /dev/nvidia[0-9]*),yes,)
 USE_CUDA := $(if $(filter cuda,$(ROSETTA_GPU)),yes,$(if $(filter auto,$(ROSETTA_GPU)),$(GPU_VISIBLE),))
-# With CUDA, each framework that has a maintained GPU build gets it (extras *-cuda in
+# With CUDA, PyTorch, TensorFlow and JAX get their GPU builds (extras *-cuda in
 # pyproject.toml); MXNet and Chainer have none for current GPUs and stay on the CPU.
-CUDA_EXTRA = $(if $(filter $(1),pytorch tensorflow jax),$(1)-cuda,$(1))
-FRAMEWORK_EXTRAS := $(if $(USE_CUDA),$(foreach name,$(subst $(comma), ,$(or $(ROSETTA_FRAMEWORKS),pytorch$(comma)tensorflow$(comma)jax$(comma)mxnet$(comma)chainer)),$(call CUDA_EXTRA,$(name))),$(subst $(comma), ,$(or $(ROSETTA_FRAMEWORKS),frameworks)))
-# PyTorch's CUDA wheels (2.13.0+cu128 outranks the CPU-only 2.13.0 the pin also allows).
-TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/cu128
-empty :=
-space := $(empty) $(empty)
-EXTRAS := book$(comma)test$(comma)$(subst $(space),$(comma),$(strip $(FRAMEWORK_EXTRAS)))
-STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
-HTML := $(CURDIR)/_build/html
+CURRENT_EXTRAS := $(subst $(space),$(comma),$(strip test $(foreach name,$(CURRENT_FRAMEWORKS),$(name)$(if $(USE_CUDA),-cuda))))
+LEGACY_EXTRAS := $(subst $(space),$(comma),$(strip test $(LEGACY_FRAMEWORKS)))
 
-# Pins for every pip call, build environments included (Chainer builds from source).
-export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
+# The interpreters: an explicit PYTHON_CURRENT / PYTHON_LEGACY, else the first of
+# python3.12 (python3.11) that runs, on the PATH or among pyenv's versions.
+find_python = $(firstword $(foreach candidate,$(1) $(wildcard $(HOME)/.pyenv/versions/$(2).*/bin/$(1)),$(shell $(candidate) -c 'import sys; assert sys.version_info[:2] == ($(subst .,$(comma),$(2)))' >/dev/null 2>&1 && command -v $(candidate))))
+PYTHON_CURRENT ?= $(call find_python,python3.12,3.12)
+PYTHON_LEGACY ?= $(call find_python,python3.11,3.11)
+
+CURRENT := .venv
+LEGACY := .venv-legacy
+BIN := $(CURRENT)/bin
+CURRENT_STAMP := $(CURRENT)/.installed-$(subst $(comma),-,$(CURRENT_EXTRAS))
+LEGACY_STAMP := $(if $(LEGACY_FRAMEWORKS),$(LEGACY)/.installed-$(subst $(comma),-,$(LEGACY_EXTRAS)))
+STAMPS := $(CURRENT_STAMP) $(LEGACY_STAMP)
+HTML := $(CURDIR)/_build/html
+# PyTorch's CUDA wheels for a GPU machine (PyPI's Linux wheel is a CUDA build too).
+TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/cu128
+
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export ROSETTA_RESULTS_DIR ?= $(CURDIR)/_build/results
+# Where the build finds each environment's interpreter (rosetta_book.environments).
+export ROSETTA_CURRENT_PYTHON := $(CURDIR)/$(CURRENT)/bin/python
+export ROSETTA_LEGACY_PYTHON := $(CURDIR)/$(LEGACY)/bin/python
 
-.PHONY: book test unit-tests book-smoke browser gpu-check clean
+.PHONY: book test unit-tests unit-tests-current unit-tests-legacy book-smoke browser gpu-check gpu-dry-run environments clean
 
-book: $(STAMP)
+book: $(STAMPS)
 	ROSETTA_BOOK_BUILD=1 $(BIN)/jupyter-book build . --builder html --warningiserror --keep-going
 	@echo "Book built: $(HTML)/index.html"
 
+environments: $(STAMPS)
+
 # The smoke build runs first: the unit tests then take the parts it executed from its
-# cache (the same code, profile and helpers; see rosetta_utils.chapter), instead of
+# cache (the same code, profile and helpers; see rosetta_book.chapter), instead of
 # executing every page a second time.
 test: book-smoke browser
 	ROSETTA_BUILD_CACHE=$(CURDIR)/_build/.jupyter_cache $(MAKE) --no-print-directory unit-tests
@@ -67,26 +97,57 @@ browser:
 	    || echo "apt-get could not install chromium: the browser tests will be skipped"; \
 	else echo "No chromium here and no way to install it: the browser tests will be skipped"; fi
 
-unit-tests: $(STAMP)
+# Tests never touch the network: the data loaders use their labelled stand-ins. The
+# current environment runs every test; the legacy one the tests that import MXNet or
+# Chainer in the test's own process (tests/conftest.py chooses them).
+unit-tests: unit-tests-current $(if $(LEGACY_FRAMEWORKS),unit-tests-legacy)
+
+unit-tests-current: $(CURRENT_STAMP)
 	ROSETTA_OFFLINE=1 $(BIN)/python -m pytest -q --ignore-glob='tests/test_built_*.py'
 
-# Tests never touch the network: the data loaders use their labelled stand-ins.
-book-smoke: $(STAMP)
+unit-tests-legacy: $(LEGACY_STAMP)
+	ROSETTA_OFFLINE=1 ROSETTA_TEST_ENVIRONMENT=legacy $(LEGACY)/bin/python -m pytest -q --ignore-glob='tests/test_built_*.py'
+
+book-smoke: $(STAMPS)
 	ROSETTA_PROFILE=smoke ROSETTA_OFFLINE=1 $(MAKE) --no-print-directory book
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet "setuptools>=77,<81" wheel
-	$(BIN)/python -m pip install --quiet $(if $(USE_CUDA),--extra-index-url $(TORCH_CUDA_INDEX)) -e ".[$(EXTRAS)]"
-	rm -f $(VENV)/.installed-*
-	touch $@
+# One environment: create it with its interpreter, install under its constraints, and
+# write the stamp last, so that an interrupted install is never taken as complete.
+# $(1): folder, $(2): interpreter, $(3): interpreter's name, $(4): constraints, $(5): extras, $(6): pip options
+define install_environment
+	@test -n "$(2)" || { echo "make: no $(3) found (needed for $(1)). Install CPython $(3:python%=%) (for example 'pyenv install $(3:python%=%)') or name one: make $(MAKECMDGOALS) $(if $(filter .venv,$(1)),PYTHON_CURRENT,PYTHON_LEGACY)=/path/to/$(3)" >&2; exit 2; }
+	rm -f $(1)/.installed-*
+	test -x $(1)/bin/python || $(2) -m venv $(1)
+	$(if $(filter .venv-legacy,$(1)),PIP_CONSTRAINT=$(CURDIR)/$(4) $(1)/bin/python -m pip install --quiet "setuptools>=77$(comma)<81" wheel)
+	PIP_CONSTRAINT=$(CURDIR)/$(4) $(1)/bin/python -m pip install --quiet $(6) -e src/rosetta_utils -e ".[$(5)]"
+	touch $(1)/.installed-$(subst $(comma),-,$(5))
+endef
+
+$(CURRENT_STAMP): pyproject.toml src/rosetta_utils/pyproject.toml environments/current.txt
+	$(call install_environment,$(CURRENT),$(PYTHON_CURRENT),python3.12,environments/current.txt,$(CURRENT_EXTRAS),$(if $(USE_CUDA),--extra-index-url $(TORCH_CUDA_INDEX)))
+
+$(LEGACY)/.installed-%: pyproject.toml src/rosetta_utils/pyproject.toml environments/legacy.txt
+	$(call install_environment,$(LEGACY),$(PYTHON_LEGACY),python3.11,environments/legacy.txt,$(LEGACY_EXTRAS),)
 
 # The device check: every chapter's PyTorch and JAX parts in the full profile on this
 # machine's GPU, records appended to results/. Runs on the machine's own Python with
-# only PyTorch and JAX installed (no .venv): see the README, "The GPU runner".
-GPU_CHECK_PYTHON ?= python3
+# PyTorch and JAX installed (the current environment by default): see the README.
+GPU_CHECK_PYTHON ?= $(BIN)/python
 gpu-check:
-	PYTHONPATH=$(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH)) $(GPU_CHECK_PYTHON) -m rosetta_utils.gpu_check $(GPU_CHECK_ARGS)
+	PYTHONPATH=$(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH)) $(GPU_CHECK_PYTHON) -m rosetta_book.gpu_check $(GPU_CHECK_ARGS)
+
+# A dry run of the lent GPU machine: a throwaway environment with that machine's versions
+# (environments/gpu-machine.txt), from the registry's CPU wheels, runs the device check
+# in the smoke profile on this CPU. Nothing of it is kept but its output.
+GPU_DRY_RUN := _build/gpu-dry-run
+gpu-dry-run:
+	@test -n "$(PYTHON_CURRENT)" || { echo "make: no python3.12 found: the GPU machine runs Python 3.12 (PYTHON_CURRENT=/path/to/python3.12)" >&2; exit 2; }
+	rm -rf $(GPU_DRY_RUN)
+	$(PYTHON_CURRENT) -m venv $(GPU_DRY_RUN)/venv
+	PIP_CONSTRAINT=$(CURDIR)/environments/gpu-machine.txt $(GPU_DRY_RUN)/venv/bin/python -m pip install --quiet torch jax jaxlib flax optax numpy pooch tqdm myst-nb
+	PIP_CONSTRAINT=$(CURDIR)/environments/gpu-machine.txt $(GPU_DRY_RUN)/venv/bin/python -m pip install --quiet --no-deps -e src/rosetta_utils -e .
+	ROSETTA_OFFLINE=1 $(MAKE) --no-print-directory gpu-check GPU_CHECK_PYTHON=$(GPU_DRY_RUN)/venv/bin/python \
+	  GPU_CHECK_ARGS="--profile smoke --allow-cpu --results $(CURDIR)/$(GPU_DRY_RUN)/results"
 
 clean:
 	rm -rf _build

@@ -1,6 +1,7 @@
 """Shared fixtures: small MyST pages and books written by the tests."""
 
 import hashlib
+import os
 import subprocess
 import sys
 import textwrap
@@ -9,13 +10,44 @@ from pathlib import Path
 import pytest
 
 from local_http_server import LocalHTTPServer
-from rosetta_utils.frameworks import _use_stdlib_distutils
-from rosetta_utils.one_framework import environment as one_framework_environment
+from rosetta_book.environments import ENVIRONMENTS, available_frameworks, check_environment, require_python
+from rosetta_book.one_framework import environment as one_framework_environment
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.frameworks import _use_stdlib_distutils, is_installed
 
-# Some tests load several frameworks' parts in this one process. Chainer 7 needs the
-# standard library's distutils, which a part of MXNet would otherwise have replaced
-# by setuptools' copy for the rest of the process; choose it before anything loads.
-_use_stdlib_distutils()
+#: Which environment this test run is (``make unit-tests`` runs both): ``current`` runs
+#: every test; ``legacy`` runs only those marked ``legacy``, which import MXNet or Chainer
+#: in the test's own process (in the current run their legacy cases are absent or skip).
+TEST_ENVIRONMENT = check_environment(os.environ.get("ROSETTA_TEST_ENVIRONMENT", "current"))
+LEGACY_FRAMEWORKS = ENVIRONMENTS["legacy"]
+
+#: Frameworks some environment here runs (a part runs in a process of its own environment).
+AVAILABLE = list(available_frameworks())
+#: Frameworks that import in this test process.
+IN_PROCESS = [name for name in FRAMEWORKS if is_installed(name)]
+#: ``IN_PROCESS`` for ``pytest.mark.parametrize``: the legacy ones marked ``legacy``.
+IN_PROCESS_PARAMS = [pytest.param(name, marks=pytest.mark.legacy) if name in LEGACY_FRAMEWORKS else name
+                     for name in IN_PROCESS]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test runs in one environment: ``legacy``-marked tests in the legacy run, the
+    others in the current one (where a legacy-marked test skips, saying what it needs)."""
+    if TEST_ENVIRONMENT != "legacy":
+        return
+    kept = [item for item in items if item.get_closest_marker("legacy")]
+    deselected = [item for item in items if not item.get_closest_marker("legacy")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+    items[:] = kept
+
+
+# In the legacy environment, tests load MXNet's and Chainer's parts in this one process.
+# Chainer 7 needs the standard library's distutils, which a part of MXNet would otherwise
+# have replaced by setuptools' copy for the rest of the process; choose it before anything
+# loads. (The current environment's Python 3.12 has no standard-library distutils.)
+if is_installed("chainer"):
+    _use_stdlib_distutils()
 
 FRONT_MATTER = """\
 ---
@@ -53,7 +85,7 @@ def build_sphinx(source: Path, pages: dict[str, str], execution: str = "off", en
     """Build a tiny Sphinx project with MyST-NB and the tab extension; return the process."""
     source.mkdir(parents=True, exist_ok=True)
     (source / "conf.py").write_text(
-        "extensions = ['myst_nb', 'rosetta_utils.tabs']\n"
+        "extensions = ['myst_nb', 'rosetta_book.sphinx_extension']\n"
         f"nb_execution_mode = {execution!r}\n"
         "nb_execution_raise_on_error = True\n"
         "exclude_patterns = ['_build', 'jupyter_execute', '.jupyter_cache']\n"
@@ -139,7 +171,7 @@ IMPORT_FIXES = {
 def framework_process_output(framework: str, code: str) -> str:
     """The last line ``code`` prints in a fresh process where only ``framework`` imports:
     how a test reads what the installed framework itself says (a default, a switch)."""
-    done = subprocess.run([sys.executable, "-c", IMPORT_FIXES.get(framework, "") + code],
+    done = subprocess.run([require_python(framework), "-c", IMPORT_FIXES.get(framework, "") + code],
                           env=one_framework_environment(framework), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()[-1]
@@ -168,7 +200,7 @@ def assert_knob_table_complete(comparison, switches, frameworks) -> None:
 def parts_as_built(page, frameworks):
     """For a module fixture (``yield from``): each framework's part of ``page`` run as `make
     test` runs it (smoke profile, offline; from the build's cache where it executed them)."""
-    from rosetta_utils.chapter import run_framework_parts
+    from rosetta_book.chapter import run_framework_parts
 
     with pytest.MonkeyPatch.context() as patch:
         smoke_offline(patch)

@@ -4,11 +4,11 @@ of configurations (the timings themselves are not targets of any test)."""
 import numpy as np
 import pytest
 
-from rosetta_utils.bench import (TASKS, compare_configurations, compare_inference_configurations, format_report,
+from rosetta_book.bench import (TASKS, compare_configurations, compare_inference_configurations, format_report,
                                  gru_flops, main, model_flops_per_image, page_configuration, peak_verdicts,
                                  resnet50_flops, summarize, time_page_configurations)
-from rosetta_utils.bench.peak import measure_matmul_flops
-from rosetta_utils.bench.tasks import Task
+from rosetta_book.bench.peak import measure_matmul_flops
+from rosetta_book.bench.tasks import Task
 
 
 def test_cifar10_model_flops_match_a_hand_count():

@@ -99,7 +99,7 @@ def test_the_profile_and_where_each_part_ran_are_shown(page):
 
 def tab_pages_frameworks(page):
     """The frameworks a page declares, if it has framework cells (else an empty list)."""
-    from rosetta_utils.page import Page
+    from rosetta_book.page import Page
 
     parsed = Page.read(ROOT / f"{page}.md")
     return list(parsed.frameworks) if parsed.tagged_frameworks() else []
@@ -110,7 +110,7 @@ def test_every_part_downloads_from_the_site_as_the_page_shows_it(page):
     """Each download link answers with a file, and the notebook's code is the page's."""
     import nbformat
 
-    from rosetta_utils.page import SHARED, Page, cell_role
+    from rosetta_book.page import SHARED, Page, cell_role
 
     frameworks = tab_pages_frameworks(page)
     if not frameworks:

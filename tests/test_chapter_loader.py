@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import code_cell, myst_page
-from rosetta_utils.chapter import (ChapterError, load_chapter, load_comparisons, run_framework_part,
+from rosetta_book.chapter import (ChapterError, load_chapter, load_comparisons, run_framework_part,
                                    tab_results_of)
 from rosetta_utils.tab_results import TabResultError
 
@@ -137,9 +137,9 @@ def test_parts_the_build_executed_are_taken_from_its_cache_and_changed_code_runs
     helpers the build already executed comes from the build's cache; any change runs it."""
     from jupyter_cache import get_cache
 
-    from rosetta_utils import chapter
-    from rosetta_utils.page import Page
-    from rosetta_utils.page_execution import execute_page, framework_parts_cache
+    from rosetta_book import chapter
+    from rosetta_book.page import Page
+    from rosetta_book.page_execution import execute_page, framework_parts_cache
 
     text = myst_page("Cached", code_cell("import numpy as np\nx = np.arange(3)", "jax"),
                      front_matter_extra="tab_results: [x]\n")

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import code_cell, myst_page
-from rosetta_utils.downloads import download_notebook, download_script, main, write_downloads
-from rosetta_utils.one_framework import environment
-from rosetta_utils.page import Page, PageError
+from conftest import AVAILABLE, code_cell, myst_page
+from rosetta_book.environments import require_python
+from rosetta_book.downloads import download_notebook, download_script, main, write_downloads
+from rosetta_book.one_framework import environment
+from rosetta_book.page import Page, PageError
 
 ROOT = Path(__file__).parents[1]
 FIRST_PAGE = ROOT / "book" / "chapters" / "five_frameworks_one_computation.md"
@@ -41,11 +42,11 @@ def test_writing_the_downloads_writes_a_notebook_and_a_script_per_framework(writ
     assert "a = 2" in written["jax"]["script"].read_text() and "a = 1" not in written["jax"]["script"].read_text()
 
 
-@pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "jax", "mxnet", "chainer"])
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_the_first_pages_scripts_run_alone_where_no_other_framework_imports(framework, tmp_path):
     script = tmp_path / f"page-{framework}.py"  # as served: named after the page, not the module
     script.write_text(download_script(download_notebook(Page.read(FIRST_PAGE), framework)))
-    done = subprocess.run([sys.executable, str(script)], env=environment(framework), cwd=tmp_path,
+    done = subprocess.run([require_python(framework), str(script)], env=environment(framework), cwd=tmp_path,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "forward + backward:" in done.stdout

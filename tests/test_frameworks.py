@@ -1,5 +1,5 @@
 """Framework names and selection, and the lines MXNet and Chainer need when they share a
-process with another framework (the appendix "Running retired frameworks today")."""
+process (the legacy environment; the appendix "Running retired frameworks today")."""
 
 import subprocess
 import sys
@@ -15,10 +15,8 @@ from rosetta_utils.frameworks import (
     is_installed,
     parse_framework_list,
     selected_frameworks,
-    usable_cores,
 )
 
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 
 
 def run_child(code: str) -> subprocess.CompletedProcess:
@@ -69,29 +67,19 @@ def test_framework_list_rejects_unknown_names(monkeypatch):
 def test_importing_the_package_imports_no_framework():
     code = (
         "import sys, rosetta_utils, rosetta_utils.frameworks, rosetta_utils.envreport, "
-        "rosetta_utils.timing, rosetta_utils.results, rosetta_utils.chapter, rosetta_utils.tables, "
-        "rosetta_utils.profile, rosetta_utils.backends, rosetta_utils.page, "
-        "rosetta_utils.downloads, rosetta_utils.tab_results, rosetta_utils.page_execution, "
-        "rosetta_utils.name_check, rosetta_utils.tabs, rosetta_utils.data, rosetta_utils.gru\n"
+        "rosetta_utils.timing, rosetta_utils.results, rosetta_book.chapter, rosetta_utils.tables, "
+        "rosetta_utils.profile, rosetta_utils.backends, rosetta_book.page, "
+        "rosetta_book.downloads, rosetta_utils.tab_results, rosetta_book.page_execution, "
+        "rosetta_book.name_check, rosetta_book.sphinx_extension, rosetta_utils.data, rosetta_utils.gru\n"
         "heavy = ['torch', 'tensorflow', 'keras', 'jax', 'flax', 'mxnet', 'chainer']\n"
         "print(','.join(name for name in heavy if name in sys.modules))"
     )
     assert run_python(code) == ""
 
 
-@pytest.mark.skipif(not {"mxnet", "pytorch"} <= set(INSTALLED), reason="needs MXNet and PyTorch")
-@pytest.mark.parametrize("imports", ["import mxnet\nimport torch\n", "import torch\nimport mxnet\n"],
-                         ids=["mxnet first", "pytorch first"])
-def test_mxnet_leaves_pytorch_on_one_thread_unless_omp_num_threads_is_set(imports):
-    """They share one OpenMP runtime: in either order, MXNet without the variable leaves PyTorch
-    on one thread; the MXNet tab's line gives both every core."""
-    threads = "print(torch.get_num_threads())"
-    assert run_python(MXNET_LINES + imports + threads) == str(usable_cores())
-    if usable_cores() > 1:
-        assert run_python(NUMPY_BOOL_ONLY + imports + threads) == "1"
-
-
-@pytest.mark.skipif(not {"mxnet", "chainer"} <= set(INSTALLED), reason="needs MXNet and Chainer")
+@pytest.mark.legacy
+@pytest.mark.skipif(not {"mxnet", "chainer"} <= {fw for fw in FRAMEWORKS if is_installed(fw)},
+                    reason="needs MXNet and Chainer in this process (the legacy environment)")
 def test_chainer_after_mxnet_needs_the_shim_removed_before_mxnet():
     """MXNet imports distutils too, and the first copy imported stays for the process."""
     both = "import mxnet\nimport chainer\nprint(chainer.__version__)"
@@ -100,7 +88,8 @@ def test_chainer_after_mxnet_needs_the_shim_removed_before_mxnet():
     assert late.returncode != 0 and "No module named 'distutils.msvccompiler'" in late.stderr
 
 
-@pytest.mark.skipif(not is_installed("mxnet"), reason="needs MXNet")
+@pytest.mark.legacy
+@pytest.mark.skipif(not is_installed("mxnet"), reason="needs MXNet in this process (the legacy environment)")
 def test_stdlib_distutils_too_late_is_a_clear_error():
     done = run_child(NUMPY_BOOL_ONLY + "import mxnet\nfrom rosetta_utils.frameworks import _use_stdlib_distutils\n"
                      "_use_stdlib_distutils()")
@@ -113,11 +102,11 @@ def test_a_machine_with_only_pytorch_still_runs_the_pytorch_tabs():
     import subprocess
     import sys
 
-    from rosetta_utils.one_framework import environment
+    from rosetta_book.one_framework import environment
 
     code = (
         "from rosetta_utils.frameworks import is_installed\n"
-        "from rosetta_utils.chapter import load_chapter\n"
+        "from rosetta_book.chapter import load_chapter\n"
         "installed = [n for n in ['pytorch', 'tensorflow', 'jax', 'mxnet', 'chainer'] if is_installed(n)]\n"
         "page = load_chapter('book/chapters/five_frameworks_one_computation.md', 'pytorch')\n"
         "print('RESULT', installed, sorted(page['computed']))\n"

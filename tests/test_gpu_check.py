@@ -6,7 +6,7 @@ import pytest
 
 from conftest import code_cell, myst_page
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.gpu_check import (DeviceCheckError, chapter_metrics, chapter_pages, check_can_run,
+from rosetta_book.gpu_check import (DeviceCheckError, chapter_metrics, chapter_pages, check_can_run,
                                      run_device_check)
 from rosetta_utils.profile import cuda_gpu_visible
 

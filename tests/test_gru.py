@@ -21,6 +21,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from conftest import LEGACY_FRAMEWORKS
+from rosetta_book.environments import environment_of
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.gru import (
     LBR,
@@ -454,16 +456,32 @@ def max_diff(a, b) -> float:
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
 
 
-def exact_pairs():
+def _marks(*kinds: Kind):
+    """A kind of MXNet or Chainer runs in the legacy environment's test run."""
+    return [pytest.mark.legacy] if any(kind.framework in LEGACY_FRAMEWORKS for kind in kinds) else []
+
+
+def kind_names():
+    return [pytest.param(kind.name, marks=_marks(kind)) for kind in KINDS.values()]
+
+
+def _pairs(same_flavor: bool):
+    """Ordered pairs of kinds of one environment (one process holds one: PyTorch, TensorFlow
+    and JAX, or MXNet and Chainer); pairs across the two are the GRU page's matrix, which
+    moves weights through canonical arrays (tests/test_page_gru_flavors.py)."""
     for a, b in itertools.permutations(KINDS.values(), 2):
-        if a.flavor == b.flavor and a.directions == b.directions:
-            yield pytest.param(a.name, b.name, id=f"{a.name}->{b.name}")
+        if environment_of(a.framework) != environment_of(b.framework):
+            continue
+        if (a.flavor == b.flavor) == same_flavor and a.directions == b.directions:
+            yield pytest.param(a.name, b.name, id=f"{a.name}->{b.name}", marks=_marks(a, b))
+
+
+def exact_pairs():
+    return _pairs(same_flavor=True)
 
 
 def cross_flavor_pairs():
-    for a, b in itertools.permutations(KINDS.values(), 2):
-        if a.flavor != b.flavor and a.directions == b.directions:
-            yield pytest.param(a.name, b.name, id=f"{a.name}->{b.name}")
+    return _pairs(same_flavor=False)
 
 
 # --------------------------------------------------------------------------
@@ -471,7 +489,7 @@ def cross_flavor_pairs():
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", list(KINDS))
+@pytest.mark.parametrize("name", kind_names())
 def test_each_kind_computes_the_reference_gru(name):
     kind = KINDS[name]
     weights = base_weights(kind)
@@ -481,7 +499,7 @@ def test_each_kind_computes_the_reference_gru(name):
     assert get_weights(kind.layer)["flavor"] == kind.flavor
 
 
-@pytest.mark.parametrize("name", list(KINDS))
+@pytest.mark.parametrize("name", kind_names())
 def test_round_trip_is_exact(name):
     kind = KINDS[name]
     weights = base_weights(kind)
@@ -543,11 +561,12 @@ APPROXIMATE_CASES = [
     ("chainer.StatelessGRU", "chainer.NStepGRU"),
     ("mxnet.GRU", "chainer.GRU"),
     ("torch.GRU", "nnx.RNN(GRUCell)"),
-    ("chainer.NStepBiGRU", "nnx.Bidirectional(GRUCell)"),
+    ("torch.GRU(bi)", "nnx.Bidirectional(GRUCell)"),
 ]
 
 
-@pytest.mark.parametrize("source, target", APPROXIMATE_CASES)
+@pytest.mark.parametrize("source, target", [pytest.param(a, b, marks=_marks(KINDS[a], KINDS[b]))
+                                            for a, b in APPROXIMATE_CASES])
 def test_approximate_conversion_is_finite_but_not_exact(source, target, record_property):
     a, b = KINDS[source], KINDS[target]
     output_a = load_and_run(a, base_weights(a))
@@ -668,7 +687,8 @@ def test_keras_layers_must_be_built():
         get_weights(keras.layers.Bidirectional(keras.layers.LSTM(HIDDEN)))
 
 
-@pytest.mark.skipif(not is_installed("mxnet"), reason="needs MXNet")
+@pytest.mark.legacy
+@pytest.mark.skipif(not is_installed("mxnet"), reason="needs MXNet in this process (the legacy environment)")
 def test_mxnet_deferred_initialization_is_a_clear_error():
     import_mxnet()
     from mxnet.gluon import rnn
@@ -710,13 +730,15 @@ def test_keras_layout_z_r_h_columns_and_two_bias_rows():
     assert np.asarray(KINDS["keras.GRU(reset_after=False)"].layer.cell.bias).shape == (3 * HIDDEN,)
 
 
-@pytest.mark.skipif(not is_installed("mxnet"), reason="needs MXNet")
+@pytest.mark.legacy
+@pytest.mark.skipif(not is_installed("mxnet"), reason="needs MXNet in this process (the legacy environment)")
 def test_mxnet_parameter_names():
     names = set(KINDS["mxnet.GRU(bi)"].layer._reg_params)
     assert names == {f"{d}0_{p}" for d in "lr" for p in ("i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias")}
 
 
-@pytest.mark.skipif(not is_installed("chainer"), reason="needs Chainer")
+@pytest.mark.legacy
+@pytest.mark.skipif(not is_installed("chainer"), reason="needs Chainer in this process (the legacy environment)")
 def test_chainer_nstep_links_and_stateful_first_step():
     layer = KINDS["chainer.NStepBiGRU"].layer
     assert len(layer) == 2  # link 2·layer + direction
@@ -784,7 +806,8 @@ def test_keras_gru_options_that_change_the_function():
     assert max_diff(np.asarray(no_bias(x_data)), expected) <= EXACT
 
 
-@pytest.mark.skipif(not is_installed("chainer"), reason="needs Chainer")
+@pytest.mark.legacy
+@pytest.mark.skipif(not is_installed("chainer"), reason="needs Chainer in this process (the legacy environment)")
 def test_chainer_uninitialized_link_is_a_clear_error():
     import_chainer()
     import chainer.links as L
@@ -797,7 +820,7 @@ def test_chainer_uninitialized_link_is_a_clear_error():
 
 def test_a_converter_needs_only_its_own_framework():
     """Under the book's one-framework guard, a PyTorch GRU converts: nothing else is imported."""
-    from rosetta_utils.one_framework import environment
+    from rosetta_book.one_framework import environment
 
     code = (
         "import sys, torch\n"

@@ -14,13 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_knob_table_complete, framework_process_output, smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_knob_table_complete, framework_process_output, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "autotuning.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 #: The switch each framework's cells must name, per knob (the issue's list).
 SWITCHES = {
     "pytorch": {"cuDNN algorithm search": "torch.backends.cudnn.benchmark",
@@ -67,13 +66,13 @@ def comparison(tmp_path_factory):
     for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "XLA_FLAGS", "TF_CUDNN_USE_AUTOTUNE"):
         patch.delenv(name, raising=False)
     try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
     finally:
         patch.undo()
 
 
 def test_the_knob_table_has_every_switch_and_a_cell_for_every_framework(comparison):
-    assert_knob_table_complete(comparison, SWITCHES, INSTALLED)
+    assert_knob_table_complete(comparison, SWITCHES, AVAILABLE)
 
 
 @pytest.mark.skipif(not is_installed("pytorch"), reason="PyTorch is not installed")
@@ -88,7 +87,7 @@ def test_pytorch_defaults_are_the_installed_ones(comparison):
     assert "unset" in knobs["oneDNN primitive cache (CPU)"]
 
 
-@pytest.mark.parametrize("framework", [fw for fw in DEFAULTS if is_installed(fw)])
+@pytest.mark.parametrize("framework", [fw for fw in DEFAULTS if fw in AVAILABLE])
 def test_other_defaults_are_the_installed_ones(comparison, framework):
     code, knob, expected = DEFAULTS[framework]
     value = installed_output(framework, code)
@@ -103,7 +102,7 @@ def test_other_defaults_are_the_installed_ones(comparison, framework):
         assert expected.format(value) in knobs[knob]
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_new_shape_was_timed(comparison, framework):
     run = comparison["runs"][framework]
     for costs in run.shape_costs.values():

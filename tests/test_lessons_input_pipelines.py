@@ -15,13 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import parts_as_built
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, parts_as_built
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_comparisons
+from rosetta_book.chapter import load_comparisons
 from rosetta_utils.frameworks import is_installed
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "input_pipelines.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 #: The switches the issue names, one row each.
 KNOBS = ["loader", "worker processes", "prefetch", "pinned memory"]
 
@@ -29,13 +28,13 @@ KNOBS = ["loader", "worker processes", "prefetch", "pinned memory"]
 @pytest.fixture(scope="module")
 def comparison():
     """The page's comparison cells, run on what each framework's part left."""
-    for parts in parts_as_built(PAGE, INSTALLED):  # inside the build's conditions
+    for parts in parts_as_built(PAGE, AVAILABLE):  # inside the build's conditions
         yield load_comparisons(PAGE, parts)
 
 
 def test_the_knob_table_has_a_row_per_switch_and_a_cell_per_framework(comparison):
     assert comparison["KNOBS"] == KNOBS
-    assert list(comparison["runs"]) == INSTALLED
+    assert list(comparison["runs"]) == AVAILABLE
     for framework, run in comparison["runs"].items():
         assert set(run.knobs) == set(KNOBS), framework
         for knob in KNOBS:
@@ -80,14 +79,14 @@ def installed_defaults(framework):
     raise AssertionError(framework)
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_each_default_in_the_table_is_the_installed_frameworks(comparison, framework):
     knobs = comparison["runs"][framework].knobs
     for knob, text in installed_defaults(framework).items():
         assert text in knobs[knob], (knob, knobs[knob], text)
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_pipeline_is_measured_and_passes_both_checks(comparison, framework):
     run = comparison["runs"][framework]
     assert "numpy batches" in run.loader_rates and len(run.loader_rates) >= 2
@@ -107,7 +106,7 @@ def test_the_rates_rest_on_the_labelled_stand_in_offline(comparison):
 
 def test_the_augmentation_check_fails_on_images_that_are_not_crops(comparison):
     check = comparison["augmentation_check"]
-    sample = comparison["runs"][INSTALLED[0]].augmented_sample
+    sample = comparison["runs"][AVAILABLE[0]].augmented_sample
     sources, images = sample["sources"], sample["images"]
     assert check({"images": images, "sources": sources}) == "agrees"
     # shifted further than the padding allows

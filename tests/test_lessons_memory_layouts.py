@@ -15,13 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import parts_as_built
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, parts_as_built
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_comparisons
+from rosetta_book.chapter import load_comparisons
 from rosetta_utils.frameworks import is_installed
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "memory_layouts.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 #: The switches the issue names, one row each.
 KNOBS = ["conv layout", "RNN layout", "conv kernel layout", "dense weight layout"]
 
@@ -29,13 +28,13 @@ KNOBS = ["conv layout", "RNN layout", "conv kernel layout", "dense weight layout
 @pytest.fixture(scope="module")
 def comparison():
     """The page's comparison cells, run on what each framework's part left."""
-    for parts in parts_as_built(PAGE, INSTALLED):  # inside the build's conditions
+    for parts in parts_as_built(PAGE, AVAILABLE):  # inside the build's conditions
         yield load_comparisons(PAGE, parts)
 
 
 def test_the_knob_table_has_a_row_per_switch_and_a_cell_per_framework(comparison):
     assert comparison["KNOBS"] == KNOBS
-    assert list(comparison["runs"]) == INSTALLED
+    assert list(comparison["runs"]) == AVAILABLE
     for framework, run in comparison["runs"].items():
         for knob in KNOBS:
             assert isinstance(run.knobs[knob], str) and run.knobs[knob].strip(), (framework, knob)
@@ -43,7 +42,7 @@ def test_the_knob_table_has_a_row_per_switch_and_a_cell_per_framework(comparison
         ["knob", *comparison["runs"]],
         [[knob, *(run.knobs[knob] for run in comparison["runs"].values())] for knob in KNOBS])
     lines = table.data.splitlines()
-    assert len(lines) == 2 + len(KNOBS) and all(line.count("|") - line.count("\\|") == len(INSTALLED) + 2
+    assert len(lines) == 2 + len(KNOBS) and all(line.count("|") - line.count("\\|") == len(AVAILABLE) + 2
                                                 for line in lines)
 
 
@@ -74,8 +73,8 @@ def installed_defaults(framework):
         assert not {"data_format", "layout"} & set(inspect.signature(nnx.Conv.__init__).parameters)
         time_major = inspect.signature(nnx.RNN.__init__).parameters["time_major"].default
         return {"conv layout": "NHWC", "RNN layout": "TNC" if time_major else "NTC",
-                "conv kernel layout": nnx.Conv(3, 4, (1, 2), rngs=nnx.Rngs(0)).kernel.value.shape,
-                "dense weight layout": nnx.Linear(3, 4, rngs=nnx.Rngs(0)).kernel.value.shape}
+                "conv kernel layout": nnx.Conv(3, 4, (1, 2), rngs=nnx.Rngs(0)).kernel[...].shape,
+                "dense weight layout": nnx.Linear(3, 4, rngs=nnx.Rngs(0)).kernel[...].shape}
     if framework == "mxnet":
         np.bool = bool  # MXNet 1.9 on numpy 1.26, as on the page
         from mxnet.gluon import nn, rnn
@@ -98,7 +97,7 @@ def installed_defaults(framework):
 SHAPE_NAMES = {(4, 3, 1, 2): "OIHW", (1, 2, 3, 4): "HWIO", (4, 3): "(out, in)", (3, 4): "(in, out)"}
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_each_default_in_the_table_is_the_installed_frameworks(comparison, framework):
     knobs = comparison["runs"][framework].knobs
     expected = installed_defaults(framework)
@@ -115,7 +114,7 @@ def test_the_layout_parser_reads_each_kind_of_cell(comparison):
     assert parse("list of (T, C) sequences (NStepGRU has no layout argument)") == "sequences"
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_workload_is_timed_or_says_why_not(comparison, framework):
     run = comparison["runs"][framework]
     offered = set(run.layout_seconds)
@@ -159,7 +158,7 @@ def test_the_transpose_check_fails_when_the_default_layout_costs_more(comparison
     assert check(missing, knobs)["GRU step"].startswith("DIFFERS")
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_a_kernel_moved_between_layouts_computes_the_same_and_flatten_order_matters(comparison, framework):
     run = comparison["runs"][framework]
     found = comparison["probe_differences"](run.layout_probe)
@@ -173,7 +172,7 @@ def test_a_kernel_moved_between_layouts_computes_the_same_and_flatten_order_matt
 
 def test_the_weight_checks_fail_on_a_wrong_kernel_and_an_unpermuted_weight(comparison):
     verdict, tolerance = comparison["verdict"], comparison["TOLERANCE"]
-    probe = dict(comparison["runs"][INSTALLED[0]].layout_probe)
+    probe = dict(comparison["runs"][AVAILABLE[0]].layout_probe)
     # the classic mistake: rows and columns of the window swapped (OIWH read as OIHW)
     probe["conv"] = comparison["reference_conv"](
         comparison["probe_images"], comparison["probe_kernel"].transpose(0, 1, 3, 2),

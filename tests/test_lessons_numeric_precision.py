@@ -13,14 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_knob_table_complete, framework_process_output, smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_knob_table_complete, framework_process_output, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.knob_table import NOT_REPORTED, knob_rows, missing_cells
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "numeric_precision.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 #: The switch each framework's cells must name, per knob (the issue's list).
 SWITCHES = {
     "pytorch": {"TF32 in float32 matmuls": "torch.backends.cuda.matmul.allow_tf32",
@@ -55,18 +54,18 @@ def comparison(tmp_path_factory):
     patch.setenv("MPLBACKEND", "Agg")
     patch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0)))))
     try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
     finally:
         patch.undo()
 
 
 def test_the_knob_table_has_every_switch_and_a_cell_for_every_framework(comparison):
-    assert_knob_table_complete(comparison, SWITCHES, INSTALLED)
+    assert_knob_table_complete(comparison, SWITCHES, AVAILABLE)
 
 
 def test_missing_cells_names_an_unreported_knob(comparison):
     runs = {fw: dict(run.as_dict()) for fw, run in comparison["runs"].items()}
-    framework = INSTALLED[-1]
+    framework = AVAILABLE[-1]
     runs[framework]["knobs"] = {k: v for k, v in runs[framework]["knobs"].items()
                                 if k != "TF32 in convolutions"}
     assert missing_cells(runs, comparison["KNOBS"]) == [f"{framework}: TF32 in convolutions"]
@@ -85,7 +84,7 @@ def test_pytorch_defaults_are_the_installed_ones(comparison):
     assert knobs["default float dtype"].endswith(f"= {torch.get_default_dtype()}")
 
 
-@pytest.mark.parametrize("framework", [fw for fw in DEFAULTS if is_installed(fw)])
+@pytest.mark.parametrize("framework", [fw for fw in DEFAULTS if fw in AVAILABLE])
 def test_other_defaults_are_the_installed_ones(comparison, framework):
     value = installed_default(framework)
     knobs = comparison["runs"][framework].knobs
@@ -98,7 +97,7 @@ def test_other_defaults_are_the_installed_ones(comparison, framework):
         assert f"= {value}" in knobs["TF32 in float32 matmuls"]
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_float32_is_close_and_bfloat16_is_not(comparison, framework):
     errors = comparison["runs"][framework].errors
     assert max(errors["float32"].values()) < 1e-5

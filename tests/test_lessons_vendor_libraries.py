@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_knob_table_complete, framework_process_output, smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_knob_table_complete, framework_process_output, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "vendor_libraries.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 SWITCHES = {
     "pytorch": {"oneDNN on the CPU": "torch.backends.mkldnn.enabled",
                 "cuDNN on the GPU": "torch.backends.cudnn.enabled",
@@ -56,13 +55,13 @@ def comparison(tmp_path_factory):
     for name in ("TF_ENABLE_ONEDNN_OPTS", "MXNET_MKLDNN_ENABLED", "XLA_FLAGS"):
         patch.delenv(name, raising=False)
     try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
     finally:
         patch.undo()
 
 
 def test_the_knob_table_has_every_switch_and_a_cell_for_every_framework(comparison):
-    assert_knob_table_complete(comparison, SWITCHES, INSTALLED)
+    assert_knob_table_complete(comparison, SWITCHES, AVAILABLE)
 
 
 @pytest.mark.skipif(not is_installed("pytorch"), reason="PyTorch is not installed")
@@ -75,7 +74,7 @@ def test_pytorch_defaults_are_the_installed_ones(comparison):
     assert knobs["cuDNN on the GPU"].startswith(f"torch.backends.cudnn.enabled = {torch.backends.cudnn.enabled} ")
 
 
-@pytest.mark.parametrize("framework", [fw for fw in DEFAULTS if is_installed(fw)])
+@pytest.mark.parametrize("framework", [fw for fw in DEFAULTS if fw in AVAILABLE])
 def test_other_defaults_are_the_installed_ones(comparison, framework):
     code, knob, expected = DEFAULTS[framework]
     value = installed_output(framework, code)
@@ -88,7 +87,7 @@ def test_tensorflow_reads_its_onednn_switch_from_the_environment(comparison):
     assert "unset" in comparison["runs"]["tensorflow"].knobs["oneDNN on the CPU"]
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_each_setting_was_measured_or_says_why_not(comparison, framework):
     steps = comparison["runs"][framework].library_steps
     assert steps, framework

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_true_float32_equivalence, smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_true_float32_equivalence, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.bench.tasks import TASKS, page_configuration
-from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.bench.tasks import TASKS, page_configuration
+from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.equivalence import max_abs_difference
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.tab_results import where_and_precision
@@ -23,10 +23,9 @@ from rosetta_utils.tab_results import TabRun
 from rosetta_utils.transplant import flattened_dense_nhwc_to_nchw
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "cifar10_cnn.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 PARAMETERS = 3_441_592
 
-if "pytorch" not in INSTALLED:
+if "pytorch" not in AVAILABLE:
     pytest.skip("PyTorch is the page's yardstick", allow_module_level=True)
 
 
@@ -43,7 +42,7 @@ def comparison(results_dir):
     smoke_offline(patch)
     patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
     try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
     finally:
         patch.undo()
 
@@ -51,7 +50,7 @@ def comparison(results_dir):
 @pytest.fixture(scope="module")
 def tensorflow_part():
     """The TensorFlow part's namespace, run in this process, to call its own functions."""
-    if "tensorflow" not in INSTALLED:
+    if "tensorflow" not in IN_PROCESS:
         pytest.skip("TensorFlow is not installed")
     patch = pytest.MonkeyPatch()
     smoke_offline(patch)
@@ -78,13 +77,13 @@ def rebuilt_table(comparison, framework, **changed):
     return [dict(zip(headers, row)) for row in rows], comparison["failures"](rows)
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_framework_builds_the_reference_parameter_count(comparison, framework):
     assert comparison["runs"][framework].parameter_count == PARAMETERS
     assert table_row(comparison, framework)["parameters"] == PARAMETERS
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_the_pages_table_says_each_framework_computes_pytorchs_function(comparison, framework):
     row = table_row(comparison, framework)
     assert row["verdict"] == "agrees"
@@ -98,14 +97,14 @@ def test_the_tolerances_are_tight(comparison):
     assert comparison["TOLERANCE"] <= 1e-4 and comparison["UPDATE_TOLERANCE"] <= 1e-3
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_the_step_moved_the_weights_by_more_than_the_tolerance(comparison, framework):
     moved = max_abs_difference(comparison["runs"][framework].weights_after_step, comparison["initial_weights"])
     assert moved > comparison["TOLERANCE"]
     assert comparison["largest_update"] > comparison["TOLERANCE"]
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_framework_trained_and_was_tested(comparison, framework):
     run = comparison["runs"][framework]
     assert len(run.epoch_seconds) == comparison["EPOCHS"]
@@ -130,7 +129,7 @@ def test_results_resting_on_the_stand_in_say_so(comparison):
 
 def test_the_timing_cell_records_one_result_per_framework(comparison, results_dir):
     records = load_results([results_dir], task="cifar10").records
-    assert sorted(r["framework"] for r in records) == sorted(INSTALLED)
+    assert sorted(r["framework"] for r in records) == sorted(AVAILABLE)
     for record in records:
         run = comparison["runs"][record["framework"]]
         assert record["metrics"]["test_accuracy"] == run.test_accuracy
@@ -141,7 +140,7 @@ def test_the_timing_cell_records_one_result_per_framework(comparison, results_di
 
 def test_a_gradient_a_few_percent_off_fails_the_update_check(comparison):
     """The weights alone would let it pass; the update column is what catches it."""
-    framework = next(fw for fw in INSTALLED if fw != "pytorch")
+    framework = next(fw for fw in AVAILABLE if fw != "pytorch")
     initial = comparison["initial_weights"]
     after = comparison["runs"][framework].weights_after_step
     updates = {name: after[name] - initial[name] for name in initial}

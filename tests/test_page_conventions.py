@@ -2,7 +2,7 @@
 
 - No book plumbing inside a framework cell: the framework's own imports and
   the task's code only; records, comparisons and timing alternatives live in
-  comparison cells or in `python -m rosetta_utils.bench`.
+  comparison cells or in `python -m rosetta_book.bench`.
 - Each framework's download holds exactly the page's shared cells and that
   framework's cells, line for line, and reads no name it does not define.
 - Task pages keep the book's order of sections.
@@ -16,9 +16,9 @@ import jupytext
 import pytest
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.downloads import download_notebook, download_script
-from rosetta_utils.name_check import undefined_names
-from rosetta_utils.page import COMPARISON, SHARED, Page, cell_role
+from rosetta_book.downloads import download_notebook, download_script
+from rosetta_book.name_check import undefined_names
+from rosetta_book.page import COMPARISON, SHARED, Page, cell_role
 
 ROOT = Path(__file__).parents[1]
 PAGES = sorted(path for path in (ROOT / "book").rglob("*.md") if "```{code-cell}" in path.read_text())

@@ -18,16 +18,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.tab_results import TabRun
 from rosetta_utils.worker_processes import PortInUse, WorkerError, descendants
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "data_parallel_training.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 RUNS_SECTION = "The run"
 
 
@@ -36,10 +35,10 @@ def comparison():
     """The page's comparison cells, run on what each framework's part left."""
     with pytest.MonkeyPatch.context() as patch:
         smoke_offline(patch)
-        return load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+        return load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_two_workers_take_the_step_of_one_process(comparison, framework):
     run = comparison["runs"][framework]
     assert run.one_step_difference <= comparison["ONE_STEP_TOLERANCE"] == 1e-5
@@ -50,7 +49,7 @@ def test_two_workers_take_the_step_of_one_process(comparison, framework):
 def test_the_verdict_fails_a_step_that_differs(comparison):
     """Wrong cases for both checks: a one-step difference above 1e-5, and workers whose
     weights differ by a single rounding step."""
-    run = comparison["runs"][INSTALLED[0]]
+    run = comparison["runs"][AVAILABLE[0]]
     wrong_step = TabRun(run.framework, {**run.as_dict(), "one_step_difference": 2e-5})
     assert comparison["equivalence_verdict"](wrong_step).startswith(comparison["ONE_STEP"])
     spacing = float(np.spacing(np.float32(1)))
@@ -103,7 +102,10 @@ def test_the_tensorflow_note_is_the_error_keras_gave(comparison):
 
 # PyTorch's launcher (torchrun) and MPICH's (whose gforker exits 0 when a rank dies, so the
 # rank's own report is read): the two ways a launcher sits between the page and its workers.
-FAULT_FRAMEWORKS = [name for name in ("pytorch", "chainer") if name in INSTALLED]
+# Each runs where its framework imports in the test's process (Chainer: the legacy run).
+FAULT_FRAMEWORKS = [name for name in ("pytorch", "chainer") if name in IN_PROCESS]
+FAULT_PARAMS = [param for param in IN_PROCESS_PARAMS
+                if (param.values[0] if hasattr(param, "values") else param) in FAULT_FRAMEWORKS]
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +157,7 @@ def _left_over(namespace):
     return [pid for pid in os.listdir("/proc") if pid.isdigit() and run in _cmdline(pid)]
 
 
-@pytest.mark.parametrize("framework", FAULT_FRAMEWORKS)
+@pytest.mark.parametrize("framework", FAULT_PARAMS)
 def test_a_killed_worker_ends_the_run_with_an_error_naming_it(launchers, framework):
     namespace = launchers[framework]
     script = namespace["SCRIPT"].name
@@ -193,7 +195,7 @@ def test_a_killed_worker_ends_the_run_with_an_error_naming_it(launchers, framewo
     assert set(descendants(os.getpid())) <= before, "the run left a process"
 
 
-@pytest.mark.parametrize("framework", FAULT_FRAMEWORKS)
+@pytest.mark.parametrize("framework", FAULT_PARAMS)
 def test_a_taken_port_gives_a_clear_error(launchers, framework):
     namespace = launchers[framework]
     before = set(descendants(os.getpid()))

@@ -7,8 +7,8 @@ import pytest
 from jupyter_cache import get_cache
 
 from conftest import code_cell, myst_page
-from rosetta_utils.page import Page
-from rosetta_utils.page_execution import PageExecutionError, execute_page, run_notebook
+from rosetta_book.page import Page
+from rosetta_book.page_execution import PageExecutionError, execute_page, run_notebook
 
 FRONT = "frameworks: [pytorch, jax]\ntab_results: [value]\n"
 
@@ -71,8 +71,8 @@ def test_native_output_goes_to_the_log_not_the_page(write_page, tmp_path):
 
 def test_a_kernel_started_by_myst_nb_itself_refuses_every_cell(tmp_path):
     """The guard Sphinx installs (PYTHONSTARTUP) against a page executed in one kernel."""
-    import rosetta_utils.myst_nb_guard as guard
-    from rosetta_utils.one_framework import environment
+    import rosetta_book.myst_nb_guard as guard
+    from rosetta_book.one_framework import environment
 
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('ran')")])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

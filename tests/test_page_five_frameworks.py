@@ -6,20 +6,20 @@ import numpy as np
 import pytest
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "five_frameworks_one_computation.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 
 
 @pytest.fixture(scope="module")
 def comparison():
     """The page's comparison cells, run on what each framework's part computed."""
-    return load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+    return load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_dense_layer_matches_the_float64_reference(comparison, framework):
     differences = comparison["differences"][framework]
     assert set(differences) == {"product", "y", "grad_weight", "grad_bias", "grad_input"}
@@ -31,7 +31,7 @@ def test_dense_layer_matches_the_float64_reference(comparison, framework):
 
 def test_the_verdict_fails_a_wrong_gradient(comparison):
     """The check is not vacuous: a reversed input gradient is far off, and the verdict says so."""
-    computed = dict(comparison["runs"][INSTALLED[0]].computed)
+    computed = dict(comparison["runs"][AVAILABLE[0]].computed)
     computed["grad_input"] = computed["grad_input"][::-1]
     differences = comparison["max_differences"](computed)
     assert differences["grad_input"] > 1e-2

@@ -18,15 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.gru import RB, GRUConversionError, get_weights, random_gru_weights, set_weights
 from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "gru_flavors.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 FLOAT32_EXACT = 1e-6  # what "exact" means for float32 outputs of a few steps
 CLEAR_MARGIN = 1e-2  # the other family must be at least this far away
 #: Each framework's layer kinds and the flavor each claims, as the page's table says.
@@ -57,7 +56,7 @@ def results_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def results(results_dir):
     """What each framework's part left, each run in its own process as in the build."""
-    return run_framework_parts(PAGE, INSTALLED)
+    return run_framework_parts(PAGE, AVAILABLE)
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +67,9 @@ def comparison(results):
 
 @pytest.fixture(scope="module")
 def parts(results_dir):
-    """Each framework's part up to its Evaluation section, in this process."""
-    return {framework: load_chapter(PAGE, framework, until="Evaluation") for framework in INSTALLED}
+    """Each framework's part up to its Evaluation section, in this process (the frameworks
+    of this test run's environment)."""
+    return {framework: load_chapter(PAGE, framework, until="Evaluation") for framework in IN_PROCESS}
 
 
 def claimed_weights(part, claim, weights):
@@ -88,7 +88,7 @@ def test_each_part_names_the_kinds_the_table_lists(results):
 
 def test_every_layer_kind_computes_the_flavor_it_claims(comparison):
     rows = comparison["flavor_rows"]
-    assert [row[0] for row in rows] == [name for fw in INSTALLED for name in EXPECTED_KINDS[fw]]
+    assert [row[0] for row in rows] == [name for fw in AVAILABLE for name in EXPECTED_KINDS[fw]]
     for name, framework, claim, claimed, other, verdict in rows:
         assert claimed <= FLOAT32_EXACT, f"{name} does not compute {claim}"
         assert other >= CLEAR_MARGIN, f"{name} is not told apart from the other family"
@@ -106,7 +106,7 @@ def test_the_flavor_check_fails_a_layer_of_the_other_family(comparison):
     assert ns["flavor_verdict"](1e-8, 0.5) == "agrees"
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_tabs_layers_match_numpy_on_fresh_weights_and_inputs(parts, framework):
     part = parts[framework]
     inputs, hidden = part["SMALL_INPUT"], part["SMALL_HIDDEN"]
@@ -133,9 +133,10 @@ def test_the_z_flip_is_a_sign_change_of_the_z_rows(comparison):
     assert ns["max_abs_difference"](plain, ns["numpy_gru"](ns["gru_rb_z_flipped_step"], x, weights)) >= CLEAR_MARGIN
 
 
+@pytest.mark.legacy
 def test_chainer_stores_z_negated_and_its_stateful_gru_skips_biases_at_first(parts):
     if "chainer" not in parts:
-        pytest.skip("Chainer is not installed")
+        pytest.skip("Chainer is not installed in this environment (the legacy one has it)")
     checks = parts["chainer"]["chainer_checks"]
     assert checks["raw links vs z flipped"] <= FLOAT32_EXACT
     assert checks["raw links vs plain RB"] >= CLEAR_MARGIN
@@ -160,7 +161,7 @@ def test_the_layout_checks_fail_wrong_cases(comparison):
     assert ns["gate_order"]([blocks[1], blocks[0], -blocks[2]], weights) == "z, r, -n"
     assert ns["gate_order"]([blocks[0] + 1, blocks[1], blocks[2]], weights) == "?, z, n"
     assert ns["layout_verdict"]("nn.GRU", "r, z, n", ns["FAMILY"]["LBR"], 0.0) == "agrees"
-    if "tensorflow" in INSTALLED:
+    if "tensorflow" in AVAILABLE:
         assert "not as the table says" in ns["layout_verdict"]("GRU(reset_after=True)", "r, z, n",
                                                                ns["FAMILY"]["LBR"], 0.0)
     assert "read back as" in ns["layout_verdict"]("nn.GRU", "r, z, n", RB, 0.0)
@@ -221,13 +222,17 @@ def test_a_moved_layer_that_computes_something_else_fails_the_matrix(comparison)
     assert ns["conversion_verdict"]("LBR", "LBR", entry).startswith("DIFFERS")
 
 
+@pytest.mark.legacy
 def test_weights_move_literally_between_every_pair_of_frameworks(parts, comparison):
     """What the page proves through canonical weights, done directly in one process: fresh
     weights loaded into a layer of one framework, read back with get_weights, loaded into a
-    layer of every other; exact where the flavors allow, refused where they do not."""
-    layers = [(framework, name, claim) for framework in INSTALLED
+    layer of every other; exact where the flavors allow, refused where they do not. One
+    process holds one environment's frameworks (the current run moves among PyTorch,
+    TensorFlow and JAX, the legacy run between MXNet and Chainer); the page's matrix
+    covers every pair."""
+    layers = [(framework, name, claim) for framework in IN_PROCESS
               for name, claim in parts[framework]["KINDS"].items()]
-    inputs, hidden = parts[INSTALLED[0]]["SMALL_INPUT"], parts[INSTALLED[0]]["SMALL_HIDDEN"]
+    inputs, hidden = parts[IN_PROCESS[0]]["SMALL_INPUT"], parts[IN_PROCESS[0]]["SMALL_HIDDEN"]
     x = np.random.default_rng(13).standard_normal((2, 5, inputs)).astype(np.float32)
     fresh = random_gru_weights(inputs, hidden, seed=13, scale=0.6)
     for source_fw, source, source_claim in layers:
@@ -270,7 +275,7 @@ def test_the_forced_check_fails_an_exact_copy(comparison):
 
 # ---------------------------------------------------------------- kept memory and oneDNN
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_a_training_mode_forward_keeps_more_than_an_inference_mode_one(comparison, framework):
     run = comparison["runs"][framework]
     hidden_states = comparison["HIDDEN_STATE_BYTES"]
@@ -289,7 +294,7 @@ def test_the_memory_check_fails_wrong_cases(comparison):
     assert check(5 * hidden_states, hidden_states // 2).startswith("DIFFERS")  # output not counted
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_memory_counter_on_fresh_data(parts, framework):
     part = parts[framework]
     x = np.random.default_rng(3).standard_normal((8, 12, part["INPUT"])).astype(np.float32)
@@ -327,7 +332,7 @@ def test_fused_and_loop_times_are_measured_and_recorded(comparison, results_dir)
             seconds = run.step_seconds[name]
             assert len(seconds) == repeats and all(second > 0 for second in seconds), (framework, name)
     records = [json.loads(line) for line in (results_dir / "gru_flavors.jsonl").read_text().splitlines()]
-    assert {record["framework"] for record in records} == set(INSTALLED)
+    assert {record["framework"] for record in records} == set(AVAILABLE)
     for record in records:
         metrics = record["metrics"]
         assert metrics["loop_over_fused"] == pytest.approx(metrics["loop_seconds"] / metrics["fused_seconds"])

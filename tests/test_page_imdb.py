@@ -14,15 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_true_float32_equivalence, smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_true_float32_equivalence, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.bench.tasks import TASKS, page_configuration
-from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.bench.tasks import TASKS, page_configuration
+from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "imdb_gru.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 PARAMETERS = 3_818_302  # the reference's count
 TOLERANCE = 1e-4
 
@@ -40,7 +39,7 @@ def page(results_dir):
     patch = pytest.MonkeyPatch()
     smoke_offline(patch, results_dir)
     try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
     finally:
         patch.undo()
 
@@ -52,7 +51,7 @@ def models():
     patch = pytest.MonkeyPatch()
     smoke_offline(patch)
     try:
-        yield {framework: load_chapter(PAGE, framework, until="Training") for framework in INSTALLED}
+        yield {framework: load_chapter(PAGE, framework, until="Training") for framework in IN_PROCESS}
     finally:
         patch.undo()
 
@@ -69,27 +68,27 @@ def equivalence_rows(page, runs):
 
 
 def needs_pytorch():
-    if "pytorch" not in INSTALLED:
+    if "pytorch" not in AVAILABLE:
         pytest.skip("PyTorch is the yardstick")
 
 
 # --- Model ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_framework_builds_the_reference_parameter_count(page, framework):
     run = page["runs"][framework]
     assert run.parameter_count == PARAMETERS
     assert isinstance(run.gru_kernel, str) and run.gru_kernel, "each tab names the GRU kernel that ran"
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_builders_defaults_are_one_of_the_benchmarks_configurations(models, framework):
     alternatives = TASKS["imdb"].alternatives[framework]
     assert page_configuration(models[framework]["make_training"], alternatives) in alternatives
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_every_benchmark_alternative_is_the_pages_model(models, framework):
     """The benchmark times the same model: each alternative, built by the tab's own builder
     from the starting weights, gives the page's logits on reviews of every length."""
@@ -109,7 +108,7 @@ def test_every_benchmark_alternative_is_the_pages_model(models, framework):
 # --- Training and Evaluation ------------------------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_framework_trained_and_was_tested_on_labelled_data(page, framework):
     run = page["runs"][framework]
     assert len(run.epoch_seconds) == page["EPOCHS"]
@@ -121,7 +120,7 @@ def test_every_framework_trained_and_was_tested_on_labelled_data(page, framework
 
 def test_each_run_recorded_its_result(page, results_dir):
     records = [json.loads(line) for line in (results_dir / "imdb.jsonl").read_text().splitlines()]
-    assert [record["framework"] for record in records] == INSTALLED
+    assert [record["framework"] for record in records] == AVAILABLE
     for record in records:
         run = page["runs"][record["framework"]]
         assert record["metrics"]["test_accuracy"] == run.test_accuracy
@@ -134,7 +133,7 @@ def test_each_run_recorded_its_result(page, results_dir):
 # --- Equivalence ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_transplanted_weights_give_pytorchs_logits_and_gradients(page, framework):
     needs_pytorch()
     runs = page["runs"]
@@ -146,7 +145,7 @@ def test_transplanted_weights_give_pytorchs_logits_and_gradients(page, framework
     assert equivalence_rows(page, runs)[framework][-1] == "agrees"
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_each_adam_step_is_its_conventions_closed_form(page, framework):
     run = page["runs"][framework]
     moved = page["max_abs_difference"](run.after_adam, page["initial_weights"])
@@ -168,13 +167,13 @@ def test_the_conventions_are_the_documented_ones(page):
 def test_the_page_prints_no_failing_framework(page):
     needs_pytorch()
     assert page["failures"](page["equivalence_rows"]) == []
-    assert [row[0] for row in page["equivalence_rows"]] == INSTALLED
+    assert [row[0] for row in page["equivalence_rows"]] == AVAILABLE
 
 
 def test_the_equivalence_verdict_fails_wrong_logits_gradients_and_counts(page):
     needs_pytorch()
     runs = dict(page["runs"])
-    framework = INSTALLED[-1]
+    framework = AVAILABLE[-1]
     run = runs[framework]
     cases = {
         "logits": wrong(run, logits=run.logits[::-1]),
@@ -188,7 +187,7 @@ def test_the_equivalence_verdict_fails_wrong_logits_gradients_and_counts(page):
         assert page["failures"]([row]) == [framework]
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_the_closed_form_tells_the_epsilon_conventions_apart(page, framework):
     run = page["runs"][framework]
     flipped = {"after bias correction": "before bias correction",
@@ -197,7 +196,7 @@ def test_the_closed_form_tells_the_epsilon_conventions_apart(page, framework):
 
 
 def test_keras_adam_squares_a_repeated_tokens_gradient_slices_apart(page):
-    if "tensorflow" not in INSTALLED:
+    if "tensorflow" not in AVAILABLE:
         pytest.skip("Keras only")
     run = page["runs"]["tensorflow"]
     rows = page["repeated_tokens"]
@@ -231,7 +230,7 @@ def fresh_readout_difference(namespace, model, used):
     return worst, len(padded)
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_a_padded_review_gives_its_logits_alone_in_every_framework(page, models, framework):
     run = page["runs"][framework]
     assert run.padded_difference <= page["PADDING_TOLERANCE"], "the page's own check"
@@ -243,7 +242,7 @@ def test_a_padded_review_gives_its_logits_alone_in_every_framework(page, models,
 
 
 def test_the_fresh_check_catches_a_model_that_reads_the_padding(page, models):
-    if "pytorch" not in INSTALLED:
+    if "pytorch" not in IN_PROCESS:
         pytest.skip("the step-150 reading is built in the PyTorch tab")
     namespace = models["pytorch"]
     mistaken, _, _ = namespace["make_training"](readout="step 150")
@@ -265,7 +264,7 @@ def test_the_padding_mistake_was_measured_once_against_the_page(page):
     # On the stand-in, the short reviews carry the mistake: reading step 150 loses accuracy there.
     page_short = mistake["last valid state (this page)"]["shorter than 150"]
     assert mistake["step 150 (the reference)"]["shorter than 150"] < page_short
-    for framework in INSTALLED:
+    for framework in AVAILABLE:
         if framework != "pytorch":
             assert page["runs"][framework].padding_mistake is None
 

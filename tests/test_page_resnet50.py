@@ -13,22 +13,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_true_float32_equivalence, smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_true_float32_equivalence, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.bench.tasks import TASKS, page_configuration
-from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.bench.tasks import TASKS, page_configuration
+from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.results import load_results
 from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "resnet50_features.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 TORCHVISION_PARAMETERS = 23_508_032  # ResNet-50 without its classifier
 CONV_BIASES = {"pytorch": 0, "tensorflow": 26_560, "jax": 0, "mxnet": 18_880, "chainer": 64}
 PAGE_CONFIGURATIONS = {"pytorch": "NHWC, torch.compile", "tensorflow": "NHWC, XLA off", "jax": "jit",
                        "mxnet": "hybridized, oneDNN fusion", "chainer": "numpy (only path)"}  # on a CPU
 
-if "pytorch" not in INSTALLED:
+if "pytorch" not in AVAILABLE:
     pytest.skip("PyTorch is the page's yardstick", allow_module_level=True)
 
 
@@ -45,7 +44,7 @@ def comparison(results_dir):
     smoke_offline(patch)
     patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
     try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, INSTALLED))
+        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
     finally:
         patch.undo()
 
@@ -68,7 +67,7 @@ def row_of(headers, rows, framework):
 # --- Model: the variants and the parameter counts ------------------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_framework_builds_v1_with_torchvisions_parameters(comparison, framework):
     run = comparison["runs"][framework]
     assert run.variant_facts["stride in"] == "1x1"
@@ -97,7 +96,7 @@ def test_the_shipped_models_differ_where_the_page_says(comparison):
 # --- Equivalence -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_transplanted_weights_give_pytorchs_features(comparison, framework):
     run = comparison["runs"][framework]
     assert run.probe_features.shape == (comparison["BATCH"], 2048)
@@ -110,7 +109,7 @@ def test_transplanted_weights_give_pytorchs_features(comparison, framework):
 def test_the_equivalence_check_fails_wrong_features_and_counts(comparison):
     """Features in another order, or one parameter too many, are caught by the page's table."""
     runs = comparison["runs"]
-    framework = next(fw for fw in INSTALLED if fw != "pytorch")
+    framework = next(fw for fw in AVAILABLE if fw != "pytorch")
     cases = {
         "features of another image": {"probe_features": runs[framework].probe_features[::-1]},
         "a parameter too many": {"parameter_count": runs[framework].parameter_count + 1},
@@ -126,11 +125,12 @@ def test_the_equivalence_check_fails_wrong_features_and_counts(comparison):
 @pytest.fixture(scope="module")
 def chainer_part():
     """Chainer's part up to its Timing section (its Equivalence cell runs the shipped model)."""
-    if "chainer" not in INSTALLED:
-        pytest.skip("needs Chainer")
+    if "chainer" not in IN_PROCESS:
+        pytest.skip("needs Chainer in this process (the legacy environment)")
     return load_part("chainer", until="Timing")
 
 
+@pytest.mark.legacy
 def test_chainers_own_max_pool_computes_a_different_function(comparison, chainer_part):
     part = chainer_part
     adapted = part["probe_features"][:4]
@@ -143,7 +143,7 @@ def test_chainers_own_max_pool_computes_a_different_function(comparison, chainer
 # --- Evaluation: test mode and no graph, and their wrong cases ---------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_inference_runs_in_test_mode_without_a_graph(comparison, framework):
     checks = comparison["runs"][framework].inference_checks
     assert 0 <= checks["alone vs in a batch"] <= comparison["BATCH_TOLERANCE"]
@@ -215,7 +215,7 @@ def wrong_extractions(framework, part):
     raise AssertionError(framework)
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_inference_checks_fail_training_mode_and_a_recorded_graph(comparison, framework, request):
     if framework == "chainer":  # loaded once for this test and the max-pool's
         part = request.getfixturevalue("chainer_part")
@@ -240,7 +240,7 @@ def test_the_inference_checks_fail_training_mode_and_a_recorded_graph(comparison
 
 def test_the_timing_cell_records_one_result_per_framework(comparison, results_dir):
     records = load_results([results_dir], task="resnet50").records
-    assert sorted(r["framework"] for r in records) == sorted(INSTALLED)
+    assert sorted(r["framework"] for r in records) == sorted(AVAILABLE)
     n_timed = comparison["N_BATCHES"] * comparison["BATCH"]
     for record in records:
         run = comparison["runs"][record["framework"]]
@@ -264,7 +264,7 @@ def test_the_timed_features_agree_and_the_probe_runs(comparison):
     assert "stand-in" in comparison["DATA_NOTE"]
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_bench_finds_the_pages_configuration(framework):
     part = load_part(framework, until=TASKS["resnet50"].stop_before)
     alternatives = TASKS["resnet50"].alternatives[framework]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import snapshot
-from rosetta_utils.chapter import load_comparisons
+from rosetta_book.chapter import load_comparisons
 from rosetta_utils.results import git_commit
 
 PAGE = Path(__file__).resolve().parents[1] / "book" / "appendix" / "results.md"

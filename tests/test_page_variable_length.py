@@ -18,16 +18,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.equivalence import equivalence_table, failures
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.gru import random_gru_weights
 from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "variable_length_sequences.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 
 LENGTHS = [3, 7, 1, 6, 2]  # unsorted, longest not first, a length-1 row
 STEPS, INPUT_SIZE, HIDDEN_SIZE = 7, 5, 3
@@ -84,7 +83,7 @@ def chapters(smoke):
     """Each framework's part up to its Timing section, loaded in this process, with the
     test's own batch run through the part's functions."""
     loaded = {}
-    for framework in INSTALLED:
+    for framework in IN_PROCESS:
         run = load_chapter(PAGE, framework, until="Timing")
         model = run["make_bigru"](INPUT_SIZE, HIDDEN_SIZE, WEIGHTS["forward"], WEIGHTS["backward"])
         run["fresh"] = dict(zip(QUANTITIES, run["run_bigru"](model, X.copy(), LENGTHS)))
@@ -98,7 +97,7 @@ def chapters(smoke):
 @pytest.fixture(scope="module")
 def parts(smoke):
     """What each framework's part left, each run in its own process as in the build."""
-    return run_framework_parts(PAGE, INSTALLED)
+    return run_framework_parts(PAGE, AVAILABLE)
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +147,7 @@ def with_values(run, **values):
 # -- the test's own batch, through each part's functions ---------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_batch_equals_each_sequence_alone(chapters, framework):
     batch, alone = chapters[framework]["fresh"], chapters[framework]["fresh alone"]
     assert batch["outputs"].shape == (len(LENGTHS), STEPS, 2 * HIDDEN_SIZE)
@@ -159,7 +158,7 @@ def test_the_batch_equals_each_sequence_alone(chapters, framework):
     assert np.all(batch["outputs"][~VALID] == 0.0), "outputs at padded steps must be exactly zero"
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_last_states_are_where_each_direction_ends(chapters, framework):
     """Forward: the output at step length - 1; backward: the output at step 0."""
     batch = chapters[framework]["fresh"]
@@ -168,7 +167,7 @@ def test_the_last_states_are_where_each_direction_ends(chapters, framework):
     assert np.max(np.abs(batch["last backward"] - batch["outputs"][:, 0, HIDDEN_SIZE:])) <= 1e-6
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_gradients_equal_each_sequence_alone_and_ignore_the_padding(chapters, framework):
     batch, alone = chapters[framework]["fresh"], chapters[framework]["fresh alone"]
     assert batch["x gradient"].shape == X.shape
@@ -180,7 +179,7 @@ def test_gradients_equal_each_sequence_alone_and_ignore_the_padding(chapters, fr
     assert max_weight_difference(batch["weight gradients"], summed) <= 1e-4
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_every_framework_agrees_with_pytorch(chapters, framework):
     if "pytorch" not in chapters:
         pytest.skip("PyTorch is the yardstick")
@@ -199,7 +198,7 @@ def test_the_test_uses_a_batch_of_its_own(chapters):
 # -- the page's proof table ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_the_pages_proof_table_agrees(comparison, framework):
     found = comparison["proof"][framework]
     for name in QUANTITIES:
@@ -209,7 +208,7 @@ def test_the_pages_proof_table_agrees(comparison, framework):
     assert comparison["combined_verdict"](found, comparison["TOLERANCES"]) == "agrees"
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_proof_fails_the_padded_batch_without_lengths(chapters, comparison, framework):
     """The proof's verdict is not vacuous: the padded batch, through the part's own
     functions, fails on the outputs, the states, the mean, the gradients and the padding."""
@@ -224,7 +223,7 @@ def test_the_proof_fails_the_padded_batch_without_lengths(chapters, comparison, 
 def test_the_proof_fails_outputs_left_at_padded_steps(comparison):
     """Outputs right at every valid step but not zero at the padded ones (Flax's raw
     outputs) fail the outputs and the padding columns, and nothing else."""
-    framework = INSTALLED[0]
+    framework = AVAILABLE[0]
     run = comparison["runs"][framework]
     batch = dict(run.batch)
     batch["outputs"] = np.where(comparison["valid"][:, :, None], batch["outputs"], 1e-3)
@@ -237,7 +236,7 @@ def test_the_proof_fails_outputs_left_at_padded_steps(comparison):
 # -- the traps -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_trap_is_as_the_page_says(comparison, framework):
     rows = [row for row in comparison["all_traps"] if row[0] == framework]
     assert {row[1] for row in rows} == TRAPS[framework] | {"mean over T of the zeroed outputs"}
@@ -268,7 +267,7 @@ def test_mxnets_fused_layer_ignores_the_lengths_and_hides_it(comparison):
 
 def test_the_trap_check_fails_when_a_trap_is_not_one(comparison):
     """A 'trap' that is the right way measures 'agrees', and the check says the page is wrong."""
-    framework = INSTALLED[0]
+    framework = AVAILABLE[0]
     run = comparison["runs"][framework]
     name, case = next((name, case) for name, case in run.traps.items() if case["claim"] == "differs")
     traps = {name: {**case, "got": case["expected"]}}
@@ -297,7 +296,7 @@ def test_a_difference_between_rounding_and_an_error_is_unclear(comparison):
 
 def test_the_mean_over_t_check_fails_a_mean_that_is_right(comparison):
     """Were the mean over T right (no padding at all), the page's claim would fail."""
-    framework = INSTALLED[0]
+    framework = AVAILABLE[0]
     run = comparison["runs"][framework]
     batch = {**run.batch, "mean": run.batch["outputs"].mean(axis=1)}
     rows = comparison["trap_rows"](framework, with_values(run, batch=batch, traps={}))
@@ -314,16 +313,17 @@ def test_the_pages_equivalence_table_agrees(comparison):
         pytest.skip("PyTorch is the yardstick")
     assert comparison["reference"] == "pytorch"
     rows = comparison["equivalence_rows"]
-    assert [row[0] for row in rows] == INSTALLED
+    assert [row[0] for row in rows] == AVAILABLE
     assert failures(rows) == []
     for framework, *values, _verdict in rows:
         assert max(values[:4]) <= 1e-5 and max(values[4:]) <= 1e-4, framework
 
 
+@pytest.mark.legacy
 def test_the_equivalence_table_fails_a_framework_that_ignores_the_lengths(chapters, comparison):
-    if "pytorch" not in comparison["runs"] or len(INSTALLED) < 2:
-        pytest.skip("needs PyTorch and another framework")
-    framework = INSTALLED[-1]
+    if "pytorch" not in comparison["runs"] or IN_PROCESS[-1:] in ([], ["pytorch"]):
+        pytest.skip("needs PyTorch's results and another framework in this process")
+    framework = IN_PROCESS[-1]
     runs = dict(comparison["runs"])
     runs[framework] = with_values(runs[framework], batch=padded_variant(chapters[framework]))
     _, rows = equivalence_table(runs, comparison["columns"], comparison["bounds"])
@@ -333,7 +333,7 @@ def test_the_equivalence_table_fails_a_framework_that_ignores_the_lengths(chapte
 # -- timing -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_each_part_timed_every_spread_both_ways(comparison, framework):
     seconds = comparison["runs"][framework].step_seconds
     assert list(seconds) == list(comparison["SPREADS"])
@@ -360,7 +360,7 @@ def test_the_build_records_the_step_times(comparison, smoke):
     import json
 
     records = [json.loads(line) for line in (smoke / "variable_length.jsonl").read_text().splitlines()]
-    assert sorted(record["framework"] for record in records) == sorted(INSTALLED)
+    assert sorted(record["framework"] for record in records) == sorted(AVAILABLE)
     for record in records:
         assert record["config"]["data"] == "synthetic"
         assert len(record["metrics"]) == 2 * len(comparison["SPREADS"])

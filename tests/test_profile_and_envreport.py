@@ -7,8 +7,10 @@ import pytest
 
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.envreport import FrameworkReport, machine_lines, report_framework
-from rosetta_utils.frameworks import is_installed, usable_cores
-from rosetta_utils.one_framework import environment
+from conftest import AVAILABLE, IN_PROCESS_PARAMS
+from rosetta_book.environments import require_python
+from rosetta_utils.frameworks import usable_cores
+from rosetta_book.one_framework import environment
 from rosetta_utils.profile import UnknownProfileError, current_profile, describe_profile
 
 
@@ -42,7 +44,7 @@ def test_machine_lines_name_cpu_cores_and_profile(monkeypatch):
     assert second.startswith("Profile: smoke (") and "2-core CPU" in second
 
 
-@pytest.mark.parametrize("name", [n for n in FRAMEWORKS if is_installed(n)])
+@pytest.mark.parametrize("name", IN_PROCESS_PARAMS)
 def test_every_framework_reports_a_device_and_uses_every_core(name):
     report = report_framework(name)
     assert report.device
@@ -78,19 +80,19 @@ def report_in_a_part(framework: str, imports: str) -> str:
     env = environment(framework)
     env.pop("OMP_NUM_THREADS", None)
     code = f"{imports}\nfrom rosetta_utils.envreport import report_framework\nprint(report_framework({framework!r}).line())"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    done = subprocess.run([require_python(framework), "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("name", [n for n in FRAMEWORKS if is_installed(n)])
+@pytest.mark.parametrize("name", AVAILABLE)
 def test_report_works_after_the_pages_own_imports_under_the_guard(name):
     line = report_in_a_part(name, PAGE_IMPORTS[name])
     cores = usable_cores()
     assert line.endswith(f"on cpu, {cores} thread{'s' if cores != 1 else ''}"), line
 
 
-@pytest.mark.skipif(not is_installed("mxnet"), reason="needs MXNet")
+@pytest.mark.skipif("mxnet" not in AVAILABLE, reason="needs MXNet")
 def test_mxnet_threads_are_what_it_really_uses_without_omp_num_threads():
     """Without OMP_NUM_THREADS set before its import, MXNet runs on one OpenMP thread (the
     appendix measures it), and the report says one thread instead of failing."""
@@ -112,18 +114,19 @@ def device_in_a_part(framework: str, code: str) -> str:
     script = (f"import numpy as np\n{PAGE_IMPORTS[framework]}\n{code}\n"
               "from rosetta_utils.envreport import array_device_in\n"
               f"print('DEVICE', array_device_in({framework!r}, dict(globals())))")
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([require_python(framework), "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return [line for line in done.stdout.splitlines() if line.startswith("DEVICE ")][-1][len("DEVICE "):]
 
 
-@pytest.mark.parametrize("framework", [n for n in FRAMEWORKS if is_installed(n)])
+@pytest.mark.parametrize("framework", AVAILABLE)
 def test_the_device_is_read_from_an_array_the_part_made(framework):
     assert device_in_a_part(framework, ARRAY_AND_MODEL[framework]) == "cpu"
     assert device_in_a_part(framework, "nothing = np.ones(3)").startswith("not checked")
 
 
-@pytest.mark.skipif(not is_installed("chainer"), reason="Chainer is not installed")
+@pytest.mark.skipif("chainer" not in AVAILABLE, reason="Chainer is not installed")
 def test_chainer_is_never_labelled_gpu_while_its_arrays_stay_numpy():
     """Even where CuPy claims a GPU, a Chainer part whose arrays are numpy ran on the CPU."""
     code = ("chainer.backends.cuda.available = True  # as if CuPy saw a GPU\n" + ARRAY_AND_MODEL["chainer"])

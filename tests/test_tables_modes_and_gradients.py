@@ -14,21 +14,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import parts_as_built, smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, parts_as_built, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons
+from rosetta_book.chapter import ChapterError, load_chapter, load_comparisons
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "modes_and_gradients.md"
 PAGE_NAME = "tables/modes_and_gradients.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 PROMISED_CONCEPTS = 10
 
 
 @pytest.fixture(scope="module")
 def results():
-    yield from parts_as_built(PAGE, INSTALLED)
+    yield from parts_as_built(PAGE, AVAILABLE)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +40,7 @@ def test_every_concept_is_checked_in_every_framework(page):
     concepts = {check.concept for check in checks}
     assert len(concepts) >= PROMISED_CONCEPTS
     for concept in concepts:
-        assert {c.framework for c in checks if c.concept == concept} == set(INSTALLED)
+        assert {c.framework for c in checks if c.concept == concept} == set(AVAILABLE)
     approximate = set(page["APPROXIMATE"])
     assert approximate == {"batchnorm_running_var", "bfloat16_matmul"}
     assert all(check.verdict == "exact" for check in checks
@@ -63,7 +62,7 @@ def test_the_measured_differences_are_real(page):
 def test_a_wrong_momentum_convention_is_caught_naming_page_concept_and_framework(page, results):
     """PyTorch's batch norm run for real with momentum=0.9 (the others' decay) moves the
     running mean nine times as far as the row's 0.1 new-batch weight."""
-    if "pytorch" not in INSTALLED:
+    if "pytorch" not in AVAILABLE:
         pytest.skip("PyTorch is not installed")
     import torch
 

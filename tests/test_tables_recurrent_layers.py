@@ -9,7 +9,7 @@ import pytest
 
 from conftest import parts_as_built
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import load_comparisons
+from rosetta_book.chapter import load_comparisons
 from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "recurrent_layers.md"

@@ -15,15 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import parts_as_built, smoke_offline
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, parts_as_built, smoke_offline
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.chapter import ChapterError, load_chapter, load_comparisons
+from rosetta_book.chapter import ChapterError, load_chapter, load_comparisons
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_share
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "saving_and_devices.md"
 PAGE_NAME = "tables/saving_and_devices.md"
-INSTALLED = [name for name in FRAMEWORKS if is_installed(name)]
 PROMISED_CONCEPTS = 5
 SUFFIXES = {"pytorch": ".pt", "tensorflow": ".weights.h5", "jax": ".msgpack", "mxnet": ".params",
             "chainer": ".npz"}
@@ -31,7 +30,7 @@ SUFFIXES = {"pytorch": ".pt", "tensorflow": ".weights.h5", "jax": ".msgpack", "m
 
 @pytest.fixture(scope="module")
 def results():
-    yield from parts_as_built(PAGE, INSTALLED)
+    yield from parts_as_built(PAGE, AVAILABLE)
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +49,14 @@ def test_every_concept_is_checked_in_every_framework(page):
     concepts = {check.concept for check in checks}
     assert len(concepts) >= PROMISED_CONCEPTS
     for concept in concepts:
-        assert {c.framework for c in checks if c.concept == concept} == set(INSTALLED)
+        assert {c.framework for c in checks if c.concept == concept} == set(AVAILABLE)
     assert all(check.verdict == "exact" for check in checks if check.error is not None)
     assert all(c.error == 0.0 for c in checks if c.concept == "weights_roundtrip")
     assert numeric_share(checks) >= 0.95
 
 
 def test_each_part_wrote_its_format_and_moved_to_the_cpu(results):
-    for framework in INSTALLED:
+    for framework in AVAILABLE:
         names = [name for name, size in results[framework]["files"]]
         assert any(name.endswith(SUFFIXES[framework]) for name in names), (framework, names)
         assert all(size > 0 for _, size in results[framework]["files"])
@@ -66,7 +65,7 @@ def test_each_part_wrote_its_format_and_moved_to_the_cpu(results):
 
 
 def test_a_lossy_or_changed_weight_is_caught_naming_page_concept_and_framework(page, results):
-    framework = INSTALLED[0]
+    framework = AVAILABLE[0]
     weight, bias = results[framework]["outputs"]["weights_roundtrip"]
     through_half = (weight.astype(np.float16).astype(np.float32), bias)
     assert 0 < np.abs(through_half[0] - weight).max() < 1e-2
@@ -83,7 +82,7 @@ def test_a_lossy_or_changed_weight_is_caught_naming_page_concept_and_framework(p
 def test_resuming_without_the_optimizer_state_is_caught(page, results):
     """The page's PyTorch checkpoint restored into the weights only, with a fresh Adam: its
     third step is a first step again (bias correction and moments restart)."""
-    if "pytorch" not in INSTALLED:
+    if "pytorch" not in AVAILABLE:
         pytest.skip("PyTorch is not installed")
     import torch
 

@@ -8,7 +8,7 @@ from bs4 import BeautifulSoup
 
 from conftest import build_sphinx, code_cell, myst_page
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.tabs import skip_unselected_cells
+from rosetta_book.sphinx_extension import skip_unselected_cells
 
 ALL_FIVE = [code_cell(f"print('{name}')", name) for name in reversed(FRAMEWORKS)]
 

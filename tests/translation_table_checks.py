@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.page import Page, cell_role
+from rosetta_book.page import Page, cell_role
 from rosetta_utils.translation_checks import numeric_share
 
 #: The first word of each column's heading (e.g. "TensorFlow / Keras", "MXNet Gluon").
@@ -65,7 +65,7 @@ def assert_the_page_stops_naming(page: Path, broken_results, page_name: str, con
     that names the page, the concept and the framework."""
     import pytest
 
-    from rosetta_utils.chapter import ChapterError, load_comparisons
+    from rosetta_book.chapter import ChapterError, load_comparisons
     from rosetta_utils.translation_checks import TranslationMismatch
 
     with pytest.raises(ChapterError) as failure:

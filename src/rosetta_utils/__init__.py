@@ -5,7 +5,7 @@ module imports a framework only when a function that needs it is called, so a
 machine with only PyTorch (or only JAX, ...) can build the tabs it has.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: The five frameworks of the book, in the order their tabs appear.
 FRAMEWORKS = ("pytorch", "tensorflow", "jax", "mxnet", "chainer")

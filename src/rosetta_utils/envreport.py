@@ -42,9 +42,16 @@ def report_framework(name: str, namespace: Mapping[str, Any] | None = None) -> F
     model the part made, never inferred from an installed package: the newest such value
     (a page's last cells hold its trained model), or "not checked" if the part made none.
     """
+    import numpy
+
     helpers = backend(name)
     device = helpers.device() if namespace is None else array_device_in(name, namespace)
-    return FrameworkReport(name, helpers.version(), device, helpers.threads(), helpers.float32_precision())
+    # The book runs its frameworks in two environments (numpy 2 and numpy 1.26): every
+    # report names the numpy and the Python its part ran with.
+    versions = dict(helpers.version())
+    versions.setdefault("numpy", numpy.__version__)
+    versions["Python"] = platform.python_version()
+    return FrameworkReport(name, versions, device, helpers.threads(), helpers.float32_precision())
 
 
 def array_device_in(name: str, namespace: Mapping[str, Any]) -> str:

@@ -10,14 +10,22 @@ them, so nothing of the framework travels), together with a report of where
 the framework ran, and :func:`save_tab_results` writes them to one file per
 framework. The comparison cells read them back with :func:`load_tab_results`.
 
+The file is a numpy ``.npz`` archive read with ``allow_pickle=False``: every
+array in it, plus one JSON document that lays out the structure (numbers,
+strings, lists, tuples, dicts, and where each array goes). It is plain data,
+so it crosses environments: a part run on numpy 1.26 (MXNet, Chainer) is read
+by comparisons on numpy 2, and a value that is not plain data stops the part,
+naming page, framework and name.
+
 The book build and the chapter loader (tests, benchmarks) both go through
 these functions, so a comparison sees the same values in both.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import os
-import pickle
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -27,7 +35,9 @@ from . import FRAMEWORKS
 
 #: The environment variable naming the folder of the saved results.
 RESULTS_FOLDER_VARIABLE = "ROSETTA_TAB_RESULTS"
-_SUFFIX = ".tab-results.pickle"
+_SUFFIX = ".tab-results.npz"
+#: The archive member holding the structure (JSON); the arrays are ``a0``, ``a1``, ...
+_STRUCTURE = "structure"
 
 
 class TabResultError(RuntimeError):
@@ -89,18 +99,80 @@ def collect_tab_results(
     return results
 
 
+def _encode(value: Any, arrays: list[np.ndarray]) -> Any:
+    """``value`` (plain data) as JSON, with each numpy array replaced by its index in ``arrays``."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if np.isfinite(value) else {"float": repr(value)}
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biufcSU":
+            raise TabResultError(f"an array of dtype {value.dtype} is not plain data")
+        arrays.append(value)
+        return {"array": len(arrays) - 1}
+    if isinstance(value, (list, tuple)):
+        items = [_encode(item, arrays) for item in value]
+        return items if isinstance(value, list) else {"tuple": items}
+    if isinstance(value, Mapping):
+        return {"dict": [[_encode(key, arrays), _encode(item, arrays)] for key, item in value.items()]}
+    raise TabResultError(f"a {type(value).__name__} is not plain data")
+
+
+def _decode(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    if isinstance(value, list):
+        return [_decode(item, arrays) for item in value]
+    if not isinstance(value, dict):
+        return value
+    (kind, content), = value.items()
+    if kind == "array":
+        return arrays[f"a{content}"]
+    if kind == "float":
+        return float(content)
+    if kind == "tuple":
+        return tuple(_decode(item, arrays) for item in content)
+    return {_decode_key(key, arrays): _decode(item, arrays) for key, item in content}
+
+
+def _decode_key(key: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    decoded = _decode(key, arrays)
+    return tuple(decoded) if isinstance(decoded, list) else decoded
+
+
 def save_tab_results(results: Mapping[str, Any], folder: str | Path, framework: str) -> Path:
-    """Write one framework's results into ``folder``; returns the file."""
+    """Write one framework's results into ``folder`` as plain data; returns the file.
+
+    The file is written under a temporary name and renamed, so a part that
+    stops half-way leaves no file that looks complete.
+    """
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}")
+    arrays: list[np.ndarray] = []
+    structure = {}
+    for name, value in results.items():
+        try:
+            structure[name] = _encode(_plain(value, f"the {framework} part's {name!r}"), arrays)
+        except TabResultError as error:
+            raise TabResultError(f"the {framework} part's {name!r} cannot cross to the comparisons: "
+                                 f"{error}") from None
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{framework}{_SUFFIX}"
-    partial = target.with_suffix(".partial")
-    with open(partial, "wb") as handle:
-        pickle.dump(dict(results), handle, protocol=pickle.HIGHEST_PROTOCOL)
+    partial = folder / f"{framework}.partial"
+    buffer = io.BytesIO()
+    members = {f"a{index}": array for index, array in enumerate(arrays)}
+    members[_STRUCTURE] = np.array(json.dumps(structure, allow_nan=False))
+    np.savez(buffer, **members)
+    partial.write_bytes(buffer.getvalue())
     os.replace(partial, target)
     return target
+
+
+def read_tab_results(path: str | Path) -> dict[str, Any]:
+    """One saved framework's results, read without unpickling anything."""
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files if name != _STRUCTURE}
+        structure = json.loads(str(archive[_STRUCTURE]))
+    return {name: _decode(value, arrays) for name, value in structure.items()}
 
 
 def save_namespace_results(namespace: Mapping[str, Any], names: Iterable[str], framework: str,
@@ -150,7 +222,7 @@ def load_tab_results(folder: str | Path | None = None) -> dict[str, TabRun]:
     """``{framework: TabRun}`` for every framework part that ran, in the book's tab order.
 
     Reads the folder named by ``ROSETTA_TAB_RESULTS``, which the book build (and
-    the chapter loader's :func:`rosetta_utils.chapter.load_comparisons`) set
+    the chapter loader's :func:`rosetta_book.chapter.load_comparisons`) set
     for the comparison cells.
     """
     if folder is None:
@@ -158,7 +230,7 @@ def load_tab_results(folder: str | Path | None = None) -> dict[str, TabRun]:
         if not configured:
             raise TabResultError(
                 "load_tab_results() reads what each framework's part of the page saved; it runs "
-                "in the book build or through rosetta_utils.chapter.load_comparisons, which set "
+                "in the book build or through rosetta_book.chapter.load_comparisons, which set "
                 f"{RESULTS_FOLDER_VARIABLE}"
             )
         folder = configured
@@ -169,8 +241,7 @@ def load_tab_results(folder: str | Path | None = None) -> dict[str, TabRun]:
     for framework in FRAMEWORKS:
         path = folder / f"{framework}{_SUFFIX}"
         if path.is_file():
-            with open(path, "rb") as handle:
-                runs[framework] = TabRun(framework, pickle.load(handle))
+            runs[framework] = TabRun(framework, read_tab_results(path))
     return runs
 
 

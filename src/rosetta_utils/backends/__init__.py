@@ -19,7 +19,7 @@ Each module offers the same functions:
 
 They use the framework the page already imported (an ``import`` finds it in
 ``sys.modules``, so the one-framework guard of
-:mod:`rosetta_utils.one_framework` never sees it again). Only when a function is
+:mod:`rosetta_book.one_framework` never sees it again). Only when a function is
 called before anything imported the framework does the module import it,
 with the same lines the pages carry for MXNet and Chainer (see the appendix
 "Running retired frameworks today"). Importing this package imports no

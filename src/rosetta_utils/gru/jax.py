@@ -52,11 +52,11 @@ def read_weights(layer: Any) -> dict[str, Any]:
         hidden = int(cell.hidden_features)
         bias_h = _dense_h_bias(cell)
         weights[direction] = {
-            "weight_ih": as_float32(np.asarray(cell.dense_i.kernel.value).T),
-            "weight_hh": as_float32(np.asarray(cell.dense_h.kernel.value).T),
-            "bias_ih": as_float32(np.asarray(cell.dense_i.bias.value)),
+            "weight_ih": as_float32(np.asarray(cell.dense_i.kernel[...]).T),
+            "weight_hh": as_float32(np.asarray(cell.dense_h.kernel[...]).T),
+            "bias_ih": as_float32(np.asarray(cell.dense_i.bias[...])),
             "bias_hh": as_float32(
-                np.zeros(3 * hidden, np.float32) if bias_h is None else np.asarray(bias_h.value)
+                np.zeros(3 * hidden, np.float32) if bias_h is None else np.asarray(bias_h[...])
             ),
         }
     weights["flavor"] = LBR
@@ -77,17 +77,17 @@ def write_weights(layer: Any, weights: dict[str, Any]) -> Any:
         canonical = weights[direction]
         hidden = int(cell.hidden_features)
         bias_h = _dense_h_bias(cell)
-        cell.dense_i.kernel.value = jnp.asarray(np.ascontiguousarray(canonical["weight_ih"].T))
-        cell.dense_h.kernel.value = jnp.asarray(np.ascontiguousarray(canonical["weight_hh"].T))
+        cell.dense_i.kernel[...] = jnp.asarray(np.ascontiguousarray(canonical["weight_ih"].T))
+        cell.dense_h.kernel[...] = jnp.asarray(np.ascontiguousarray(canonical["weight_hh"].T))
         if bias_h is None:
             if np.any(canonical["bias_hh"][2 * hidden :] != 0):
                 raise GRUConversionError("this nnx.GRUCell has no dense_h bias to hold a non-zero b_hn")
             folded = canonical["bias_ih"].copy()
             folded[: 2 * hidden] += canonical["bias_hh"][: 2 * hidden]
-            cell.dense_i.bias.value = jnp.asarray(folded)
+            cell.dense_i.bias[...] = jnp.asarray(folded)
         else:
-            cell.dense_i.bias.value = jnp.asarray(canonical["bias_ih"])
-            bias_h.value = jnp.asarray(canonical["bias_hh"])
+            cell.dense_i.bias[...] = jnp.asarray(canonical["bias_ih"])
+            bias_h[...] = jnp.asarray(canonical["bias_hh"])
     return layer
 
 

@@ -5,7 +5,7 @@ name made only by another framework's cells, or by a comparison cell, would
 work nowhere but in a kernel that ran the whole page. :func:`undefined_names`
 runs pyflakes over the part's code cells joined in page order and reports
 every name read before anything binds it, with the page line of its cell.
-The build refuses such a page (:mod:`rosetta_utils.tabs`).
+The build refuses such a page (:mod:`rosetta_book.sphinx_extension`).
 """
 
 from __future__ import annotations

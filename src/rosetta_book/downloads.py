@@ -3,11 +3,11 @@
 A framework's download holds the page's headings and prose, its shared
 setup and data cells, and that framework's cells, in page order; nothing that
 belongs to another framework and nothing that only compares frameworks
-(:mod:`rosetta_utils.page`). The book build executes exactly this notebook
+(:mod:`rosetta_book.page`). The book build executes exactly this notebook
 for each framework, in a process where every other framework's import fails,
 so a download that needs anything from another tab cannot build.
 
-``python -m rosetta_utils.downloads PAGE FRAMEWORK [--script]`` prints one.
+``python -m rosetta_book.downloads PAGE FRAMEWORK [--script]`` prints one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import FRAMEWORK_TITLES, FRAMEWORKS
+import rosetta_utils
+from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
+
 from .page import Page, PageError
 
 #: Where the built site serves the downloads, relative to its root.
@@ -31,6 +33,9 @@ PACKAGES = {
     "mxnet": "mxnet (1.9.1, with numpy < 2)",
     "chainer": "chainer (7.8.1, with numpy < 2, Python 3.11 or older)",
 }
+
+#: The wheel of ``rosetta_utils`` the site serves beside the downloads.
+UTILS_WHEEL = f"rosetta_utils-{rosetta_utils.__version__}-py3-none-any.whl"
 
 
 def _framework_tags(tags: list[str]) -> list[str]:
@@ -68,8 +73,8 @@ def download_notebook_with_origins(page: Page, framework: str) -> tuple[Any, lis
         f"*The {title} part of the page “{page.title}” of the Rosetta book: the page's "
         f"prose, its shared cells and its {title} cells. It needs {PACKAGES[framework]} and "
         "numpy; the shared cells use `rosetta_utils`, the book's small helper package (data "
-        "sets with checksums, weight layouts), installed by `pip install -e .` in the book's "
-        "repository.*"
+        "sets with checksums, weight layouts; numpy, pooch and tqdm, no framework), served "
+        f"beside this file: `pip install {UTILS_WHEEL}`.*"
     )
     first_heading = next((i for i, c in enumerate(cells) if c.cell_type == "markdown"), -1)
     cells.insert(first_heading + 1, note)
@@ -112,8 +117,34 @@ def write_downloads(page: Page, folder: str | Path) -> dict[str, dict[str, Path]
     return written
 
 
+def build_utils_wheel(folder: str | Path) -> Path:
+    """Build the wheel of ``rosetta_utils`` into ``folder`` (pip, from a copy of the
+    package's source, so that the build leaves nothing in the repository); returns it."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    source = Path(rosetta_utils.__file__).parent
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rosetta-utils-wheel-") as scratch:
+        copy = Path(scratch) / "rosetta_utils"
+        shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                               "--quiet", "-w", str(Path(scratch) / "wheel"), str(copy)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"building the rosetta_utils wheel failed: {done.stderr.strip()[-2000:]}")
+        (built,) = (Path(scratch) / "wheel").glob("rosetta_utils-*.whl")
+        if built.name != UTILS_WHEEL:
+            raise RuntimeError(f"the rosetta_utils wheel is {built.name}, the downloads name {UTILS_WHEEL}")
+        target = folder / UTILS_WHEEL
+        shutil.copyfile(built, target)
+    return target
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rosetta_utils.downloads",
+    parser = argparse.ArgumentParser(prog="python -m rosetta_book.downloads",
                                      description="Print one framework's download of a page.")
     parser.add_argument("page", type=Path)
     parser.add_argument("framework", choices=FRAMEWORKS)

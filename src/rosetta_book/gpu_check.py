@@ -1,7 +1,7 @@
 """The device check: every chapter's PyTorch and JAX parts in the full profile on this
 machine's GPU, one results record per task and framework appended to ``results/``.
 
-``make gpu-check`` (``python -m rosetta_utils.gpu_check``) is what a GPU runner
+``make gpu-check`` (``python -m rosetta_book.gpu_check``) is what a GPU runner
 or a borrowed GPU machine runs. It needs only PyTorch, JAX (with Flax and
 optax), numpy and the book's small pure-Python helpers (pooch, tqdm, MyST-NB
 to read the pages); no TensorFlow, MXNet or Chainer, no network: the data
@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .envreport import gpu_name
-from .frameworks import is_installed
+from rosetta_utils.envreport import gpu_name
+from rosetta_utils.frameworks import is_installed
 from .page import Page
-from .profile import PROFILES, cuda_gpu_visible
+from rosetta_utils.profile import PROFILES, cuda_gpu_visible
 
 #: The frameworks the device check runs: those whose current GPU builds the runner has.
 CHECKED_FRAMEWORKS = ("pytorch", "jax")
@@ -143,7 +143,7 @@ def run_device_check(
     the budget (the records of those that ran are kept).
     """
     from .chapter import ChapterError, run_framework_part
-    from .results import record_result
+    from rosetta_utils.results import record_result
 
     gpu = gpu_info()
     check_can_run(profile, allow_cpu, gpu)
@@ -186,7 +186,7 @@ def run_device_check(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rosetta_utils.gpu_check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m rosetta_book.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="full", help="full (default) or smoke")
     parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (with --profile smoke)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="folder to append records to")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..transplant import RESNET50_STAGES
+from rosetta_utils.transplant import RESNET50_STAGES
 
 
 def conv2d_flops(height: int, width: int, channels_in: int, channels_out: int, kernel: int) -> int:

@@ -1,13 +1,13 @@
 """Sphinx extension: execute pages part by part, and show their framework cells as synced tabs.
 
 Authors write ordinary top-level code cells and tag each with one framework
-(``:tags: [pytorch]``) or with ``comparison`` (see :mod:`rosetta_utils.page`).
+(``:tags: [pytorch]``) or with ``comparison`` (see :mod:`rosetta_book.page`).
 
 Execution. When Sphinx reads a page, every framework part of it runs on its
-own, then its comparisons (:mod:`rosetta_utils.page_execution`), and the
+own, then its comparisons (:mod:`rosetta_book.page_execution`), and the
 merged outputs go into MyST-NB's execution cache, where MyST-NB finds them;
 MyST-NB never executes a page itself. Before that, a part that reads a name
-it never defines (:mod:`rosetta_utils.name_check`) stops the build, naming
+it never defines (:mod:`rosetta_book.name_check`) stops the build, naming
 page, line, framework and name.
 
 Tabs. After MyST-NB rendered a page, every run of consecutive tagged cells
@@ -18,7 +18,7 @@ switches every tab set on the page, persists to the next page, and
 
 Downloads. Each page with framework cells gets, under its title, a synced
 line "Download the PyTorch part: notebook · script", and the build writes
-those files into the site (:mod:`rosetta_utils.downloads`).
+those files into the site (:mod:`rosetta_book.downloads`).
 
 Checks (reported as Sphinx warnings with page and line, so ``-W`` fails): a
 tab group that lacks a framework the page declares (front matter
@@ -46,10 +46,10 @@ from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from . import FRAMEWORK_TITLES, FRAMEWORKS, __version__
+from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS, __version__
 from .page import Page, PageError
 from .page_execution import execution_cache_name
-from .profile import build_plan, current_profile, executed_frameworks
+from rosetta_utils.profile import build_plan, current_profile, executed_frameworks
 
 LOGGER = logging.getLogger(__name__)
 #: Front matter ``rosetta_execute: every-build``: see :func:`_every_build_pages`.
@@ -137,9 +137,19 @@ def _execute(app: Sphinx, page: Page, frameworks: list[str], force: bool = False
         except KeyError:
             record = None
         if record is not None:  # executed by an earlier build with the same code, profile and helpers
-            _parts_of(app.env)[docname] = record.data.get("rosetta_parts", {})
-            _stand_ins_of(app.env)[docname] = _rests_on_stand_ins(cache.get_cache_bundle(record.pk).nb)
-            return
+            try:
+                cached = cache.get_cache_bundle(record.pk).nb
+            except Exception as error:  # a truncated or unreadable entry is a miss: run the page again
+                # Said as a warning, logged as information: with -W a Sphinx warning would
+                # stop the build that this miss lets go on.
+                LOGGER.info(f"WARNING: {page.path}: its cached outputs (jupyter-cache entry {record.pk} "
+                            f"in {cache_path}) cannot be read ({type(error).__name__}: {error}); executing "
+                            "it again and replacing the entry")
+                cache.remove_cache(record.pk)
+            else:
+                _parts_of(app.env)[docname] = record.data.get("rosetta_parts", {})
+                _stand_ins_of(app.env)[docname] = _rests_on_stand_ins(cached)
+                return
     parts_cache = None if force else get_cache(cache_path / "framework-parts")
     executed = execute_page(page, frameworks, parts_cache,
                             timeout=app.config.nb_execution_timeout or 1800,
@@ -158,7 +168,7 @@ def _execute(app: Sphinx, page: Page, frameworks: list[str], force: bool = False
 def _rests_on_stand_ins(notebook: Any) -> bool:
     """Whether a page's outputs show that it ran on a synthetic stand-in (whose source line,
     which every data page prints, starts with STAND_IN_MARK)."""
-    from .data.standins import STAND_IN_MARK
+    from rosetta_utils.data.standins import STAND_IN_MARK
 
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
@@ -195,7 +205,7 @@ def _cell_framework(cell: nodes.container) -> str | None:
 
 def declared_frameworks(app: Sphinx, docname: str) -> tuple[str, ...]:
     """The frameworks a page declares in its front matter (``frameworks:``), default all."""
-    from .frameworks import parse_framework_list
+    from rosetta_utils.frameworks import parse_framework_list
 
     value = app.env.metadata.get(docname, {}).get("frameworks")
     if value is None:
@@ -313,8 +323,10 @@ class build_banner(nodes.General, nodes.Element):
     """Placeholder for the line under every page's title that says what build this is."""
 
 
-def banner_text(profile: str, stand_in_pages: list[str], devices: dict[str, list[str]]) -> str:
-    """One line: the profile, the data, ResNet-50's weights, where each framework ran."""
+def banner_text(profile: str, stand_in_pages: list[str], devices: dict[str, list[str]],
+                facts: list[str] = ()) -> str:
+    """One line: the profile, the data, the facts pages declare of their build (front matter
+    ``build_facts``, e.g. ResNet-50's weights), where each framework ran."""
     if stand_in_pages:
         data = (f"synthetic stand-ins, not the real data sets ({len(stand_in_pages)} "
                 f"page{'s' if len(stand_in_pages) != 1 else ''}: no verified download was cached)")
@@ -322,8 +334,8 @@ def banner_text(profile: str, stand_in_pages: list[str], devices: dict[str, list
         data = "the real data sets (verified downloads)"
     ran = "; ".join(f"{FRAMEWORK_TITLES[name]} on {', '.join(sorted(set(found)))}"
                     for name, found in devices.items()) or "no framework part executed"
-    return (f"This build: {profile} profile; data: {data}; ResNet-50: seeded random weights "
-            f"(no pretrained download); ran: {ran}.")
+    declared = "".join(f"; {fact}" for fact in facts)
+    return f"This build: {profile} profile; data: {data}{declared}; ran: {ran}."
 
 
 def _fill_banners(app: Sphinx, doctree: nodes.document, docname: str) -> None:
@@ -338,7 +350,9 @@ def _fill_banners(app: Sphinx, doctree: nodes.document, docname: str) -> None:
                 devices.setdefault(name, []).append(device)
     devices = {name: devices[name] for name in FRAMEWORKS if name in devices}
     stand_ins = sorted(page for page, used in _stand_ins_of(app.env).items() if used)
-    line = banner_text(current_profile(), stand_ins, devices)
+    facts = [fact for name in sorted(app.env.found_docs)
+             for fact in app.env.metadata.get(name, {}).get("build_facts", [])]
+    line = banner_text(current_profile(), stand_ins, devices, facts)
     for placeholder in placeholders:
         placeholder.replace_self(nodes.paragraph("", line, classes=["rosetta-banner"]))
 
@@ -452,10 +466,11 @@ def _collapse(cell: nodes.container) -> None:
 
 def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
     """Write every framework's download of every page with framework cells into the site."""
-    from .downloads import SITE_FOLDER, write_downloads
+    from .downloads import SITE_FOLDER, build_utils_wheel, write_downloads
 
     if exception is not None or app.builder.format != "html":
         return
+    wrote = False
     for docname in sorted(app.env.found_docs):
         path = Path(app.env.doc2path(docname))
         if path.suffix != ".md" or "```{code-cell}" not in path.read_text(encoding="utf-8"):
@@ -463,6 +478,9 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
         page = Page.read(path)
         if page.tagged_frameworks():
             write_downloads(page, Path(app.outdir) / SITE_FOLDER)
+            wrote = True
+    if wrote:  # the one pip command every download's note names
+        build_utils_wheel(Path(app.outdir) / SITE_FOLDER)
 
 
 def _on_config_inited(app: Sphinx, config: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..timing import measure
+from rosetta_utils.timing import measure
 
 
 def _operands(size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +56,7 @@ def matmul_paths(framework: str | None, size: int) -> dict[str, Callable[[], Cal
 
         return {"jax.numpy.dot (XLA)": xla}
     if framework == "mxnet":
-        from ..backends.mxnet import _mxnet
+        from rosetta_utils.backends.mxnet import _mxnet
 
         mx = _mxnet()  # the page's own import if it ran, else with the page's two fix lines
 

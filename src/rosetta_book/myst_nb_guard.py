@@ -1,7 +1,7 @@
 """PYTHONSTARTUP of every kernel MyST-NB itself would start during a book build.
 
 The book never lets MyST-NB execute a page in one kernel: the extension
-:mod:`rosetta_utils.tabs` runs each framework's part on its own and hands
+:mod:`rosetta_book.sphinx_extension` runs each framework's part on its own and hands
 MyST-NB the merged outputs through its execution cache. If MyST-NB ever
 started a kernel anyway (its cache lookup missed), every cell fails with
 this reason instead of running the page's tabs on top of each other.
@@ -18,7 +18,7 @@ def _refuse_every_cell() -> None:
     def refuse(lines):
         raise RuntimeError(
             "MyST-NB started executing a page itself: the outputs of the page's framework "
-            "parts were not found in its execution cache (rosetta_utils.tabs)"
+            "parts were not found in its execution cache (rosetta_book.sphinx_extension)"
         )
 
     shell.input_transformers_post.append(refuse)

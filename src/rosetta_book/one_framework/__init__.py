@@ -3,8 +3,8 @@
 :func:`environment` is the environment of such a process: this folder first
 on ``PYTHONPATH``, so that its ``sitecustomize`` blocks every framework but
 ``only`` (see that module), and ``ROSETTA_ONLY_FRAMEWORK`` naming it. The
-book build's kernels (:mod:`rosetta_utils.page_execution`) and the chapter
-loader's subprocesses (:func:`rosetta_utils.chapter.run_framework_parts`)
+book build's kernels (:mod:`rosetta_book.page_execution`) and the chapter
+loader's subprocesses (:func:`rosetta_book.chapter.run_framework_parts`)
 both start from it.
 """
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from rosetta_utils import FRAMEWORKS
 
 FOLDER = Path(__file__).parent
 ONLY_VARIABLE = "ROSETTA_ONLY_FRAMEWORK"
@@ -25,4 +27,8 @@ def environment(only: str, base: dict[str, str] | None = None) -> dict[str, str]
     paths = [str(FOLDER)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(FOLDER)]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env[ONLY_VARIABLE] = only
+    if only in FRAMEWORKS:  # its environment's bin first on PATH (mpiexec, torchrun)
+        from ..environments import process_environment
+
+        env = process_environment(only, env)
     return env

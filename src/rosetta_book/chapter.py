@@ -2,7 +2,7 @@
 
 ``load_chapter(path, framework)`` runs the code cells of the page's
 ``framework`` part (its shared cells and that framework's cells, the same
-cells as the framework's download, see :mod:`rosetta_utils.page`) in page
+cells as the framework's download, see :mod:`rosetta_book.page`) in page
 order, in a fresh namespace, and returns that namespace. Tests and benchmarks
 call the page's own functions through it, so the code they check is the code
 readers see; nothing is copied into the package.
@@ -24,9 +24,10 @@ import types
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from .environments import require_python
 from .one_framework import environment
 from .page import Page, PageError
-from .tab_results import RESULTS_FOLDER_VARIABLE, collect_tab_results, load_tab_results, save_tab_results
+from rosetta_utils.tab_results import RESULTS_FOLDER_VARIABLE, collect_tab_results, load_tab_results, save_tab_results
 
 
 class ChapterError(RuntimeError):
@@ -156,7 +157,7 @@ def run_framework_part(path: str | Path, framework: str, timeout: float | None =
     if built is not None:
         return built
     with tempfile.TemporaryDirectory(prefix="rosetta-part-") as folder:
-        command = [sys.executable, "-m", "rosetta_utils.chapter", str(page.path), framework, folder]
+        command = [require_python(framework), "-m", "rosetta_book.chapter", str(page.path), framework, folder]
         try:
             done = subprocess.run(command, env=environment(framework), capture_output=True, text=True,
                                   timeout=timeout)
@@ -187,10 +188,10 @@ def load_comparisons(path: str | Path, results: Mapping[str, Mapping[str, Any]])
 
 
 def _main(argv: list[str]) -> int:
-    """``python -m rosetta_utils.chapter PAGE FRAMEWORK FOLDER``: run one framework part and
+    """``python -m rosetta_book.chapter PAGE FRAMEWORK FOLDER``: run one framework part and
     save its tab results into FOLDER (what :func:`run_framework_part` starts)."""
     if len(argv) != 3:
-        print("usage: python -m rosetta_utils.chapter PAGE FRAMEWORK FOLDER", file=sys.stderr)
+        print("usage: python -m rosetta_book.chapter PAGE FRAMEWORK FOLDER", file=sys.stderr)
         return 2
     path, framework, folder = argv
     namespace = load_chapter(path, framework)

@@ -1,9 +1,9 @@
 """Execute a page as the book builds it: each framework's part on its own, then the comparisons.
 
 For every framework the page declares (and the build selects), the part's
-download (:mod:`rosetta_utils.downloads`) runs in a fresh Jupyter kernel in
+download (:mod:`rosetta_book.downloads`) runs in a fresh Jupyter kernel in
 the page's folder, with every other framework made unimportable
-(:mod:`rosetta_utils.one_framework`). After its last cell, the values the
+(:mod:`rosetta_book.one_framework`). After its last cell, the values the
 page lists under ``tab_results`` are saved (:mod:`rosetta_utils.tab_results`).
 Then the page's shared and comparison cells run in one more kernel, with no
 framework importable, reading what the parts saved. Each cell so runs once,
@@ -13,7 +13,7 @@ Each framework part is cached with jupyter-cache (the executed notebook, and
 its saved results as an artefact), keyed by its code, so a change to one tab
 re-runs only that framework and the comparisons.
 
-``python -m rosetta_utils.page_execution PAGE [--frameworks pytorch,jax]``
+``python -m rosetta_book.page_execution PAGE [--frameworks pytorch,jax]``
 runs a page this way outside Sphinx and prints each cell's outputs.
 """
 
@@ -23,24 +23,31 @@ import argparse
 import contextlib
 import copy
 import hashlib
+import json
 import os
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from . import FRAMEWORK_TITLES, FRAMEWORKS
+from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
 from .downloads import download_notebook_with_origins
+from .environments import require_python
 from .one_framework import environment
 from .page import Page
-from .profile import current_profile, executed_frameworks
-from .tab_results import RESULTS_FOLDER_VARIABLE, load_tab_results
+from rosetta_utils.profile import current_profile, executed_frameworks
+from rosetta_utils.tab_results import RESULTS_FOLDER_VARIABLE, load_tab_results
 
 #: Seconds a single cell may run (the book's _config.yml sets the build's).
 DEFAULT_TIMEOUT = 1800
-_RESULTS_FILE_GLOB = "*.tab-results.pickle"
+_RESULTS_FILE_GLOB = "*.tab-results.npz"
+
+
+class CacheEntryUnreadable(UserWarning):
+    """A cache entry that could not be read: a miss, named in the warning."""
 
 
 class PageExecutionError(RuntimeError):
@@ -103,19 +110,37 @@ def _strip_ansi(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
+def _kernel_manager(python: str | None, sockets: Path) -> Any:
+    """A manager for a fresh kernel of ``python`` (None: this process's own interpreter)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    # Local sockets rather than TCP ports: nothing listens on the network.
+    where = {"transport": "ipc", "ip": str(sockets / "kernel")}
+    if python is None or python == sys.executable:
+        return KernelManager(kernel_name="python3", **where)
+    specs = sockets / "kernels"
+    (specs / "rosetta").mkdir(parents=True)
+    (specs / "rosetta" / "kernel.json").write_text(json.dumps({
+        "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"Python ({python})", "language": "python",
+    }))
+    return KernelManager(kernel_name="rosetta", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(specs)]),
+                         **where)
+
+
 def run_notebook(notebook: Any, cwd: Path, env: dict[str, str], timeout: int,
-                 native_log: Path | None = None) -> float:
-    """Execute ``notebook`` in place in a fresh kernel; returns the seconds it took.
+                 native_log: Path | None = None, python: str | None = None) -> float:
+    """Execute ``notebook`` in place in a fresh kernel of ``python`` (default: this
+    process's interpreter); returns the seconds it took.
 
     What native code writes to the process's own stdout and stderr (TensorFlow's
     C++ start-up lines, oneDNN's verbose mode) goes to ``native_log`` (or to this
     process's streams), not into the cells' outputs: a page shows what its
     Python code prints.
     """
-    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    kernel = notebook.metadata.get("kernelspec", {}).get("name", "python3")
     with contextlib.ExitStack() as stack:
         sockets = stack.enter_context(tempfile.TemporaryDirectory(prefix="rosetta-kernel-"))
         streams = {}
@@ -123,8 +148,7 @@ def run_notebook(notebook: Any, cwd: Path, env: dict[str, str], timeout: int,
             native_log.parent.mkdir(parents=True, exist_ok=True)
             handle = stack.enter_context(open(native_log, "wb"))
             streams = {"stdout": handle, "stderr": handle}
-        # Local sockets rather than TCP ports: nothing listens on the network.
-        manager = KernelManager(kernel_name=kernel, transport="ipc", ip=str(Path(sockets) / "kernel"))
+        manager = _kernel_manager(python, Path(sockets))
         client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=False, record_timing=False,
                                 extra_arguments=["--IPKernelApp.capture_fd_output=False"],
                                 resources={"metadata": {"path": str(cwd)}})
@@ -159,9 +183,18 @@ def take_from_cache(page: Page, framework: str, results_folder: Path, cache: Any
         record = cache.match_cache_notebook(download)
     except KeyError:
         return None
-    for relative, handle in cache.get_cache_bundle(record.pk).artifacts:
-        (results_folder / relative.name).write_bytes(handle.read())
-    _, merged = cache.merge_match_into_notebook(download)  # the cache keeps code cells only
+    try:
+        artifacts = [(relative.name, handle.read()) for relative, handle in cache.get_cache_bundle(record.pk).artifacts]
+        _, merged = cache.merge_match_into_notebook(download)  # the cache keeps code cells only
+    except Exception as error:  # a truncated or unreadable entry: run the part again
+        warnings.warn(f"{page.path}: the cached {framework} part (jupyter-cache entry {record.pk} in "
+                      f"{cache.path}) cannot be read ({type(error).__name__}: {error}); running it again "
+                      "and replacing the entry", CacheEntryUnreadable, stacklevel=2)
+        with contextlib.suppress(Exception):
+            cache.remove_cache(record.pk)
+        return None
+    for name, content in artifacts:
+        (results_folder / name).write_bytes(content)
     return PartRun(framework, merged, origins, record.data.get("execution_seconds", 0.0), cached=True)
 
 
@@ -188,7 +221,7 @@ def run_framework_part(page: Page, framework: str, results_folder: Path, cache: 
         executed.cells.append(_save_cell(page, framework, Path(scratch)))
         try:
             seconds = run_notebook(executed, page.path.parent, kernel_environment(framework), timeout,
-                                   _native_log(log_folder, page, framework))
+                                   _native_log(log_folder, page, framework), require_python(framework))
         except Exception as error:
             raise _failure(page, title, executed, origins, error) from None
         executed.cells.pop()
@@ -260,10 +293,19 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
 
 
 def helpers_fingerprint() -> str:
-    """A digest of this package's source files: the pages' outputs depend on them too."""
+    """A digest of the source files of ``rosetta_utils`` and of this engine, and of the
+    environments' constraints: the pages' outputs depend on them too."""
+    import rosetta_utils
+
+    from .environments import ROOT
+
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.rglob("*.py")):
-        digest.update(path.relative_to(Path(__file__).parent).as_posix().encode())
+    for package in (Path(rosetta_utils.__file__).parent, Path(__file__).parent):
+        for path in sorted(package.rglob("*.py")):
+            digest.update(f"{package.name}/{path.relative_to(package).as_posix()}".encode())
+            digest.update(path.read_bytes())
+    for path in sorted((ROOT / "environments").glob("*.txt")):
+        digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -284,9 +326,9 @@ def execution_cache_name() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .frameworks import parse_framework_list
+    from rosetta_utils.frameworks import parse_framework_list
 
-    parser = argparse.ArgumentParser(prog="python -m rosetta_utils.page_execution",
+    parser = argparse.ArgumentParser(prog="python -m rosetta_book.page_execution",
                                      description="Execute a page as the book build does and print its outputs.")
     parser.add_argument("page", type=Path)
     parser.add_argument("--frameworks", help="comma-separated subset (default: every framework with cells on the page)")

@@ -62,7 +62,7 @@ class OtherFrameworksBlocked:
 
         part = f"the {self.allowed} part" if self.allowed != "none" else "the comparison cells"
         message = (f"import of {name!r} refused: this process runs {part} of a page, which must "
-                   f"not use {framework} (rosetta_utils.one_framework)")
+                   f"not use {framework} (rosetta_book.one_framework)")
         return ModuleSpec(name, _Refused(message), origin=None)
 
 

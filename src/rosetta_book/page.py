@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import FRAMEWORKS
-from .frameworks import UnknownFrameworkError, parse_framework_list
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.frameworks import UnknownFrameworkError, parse_framework_list
 
 #: Tag of the cells that only compare frameworks.
 COMPARISON = "comparison"

@@ -6,8 +6,8 @@ import gc
 import time
 from typing import Any, Callable, Mapping
 
-from ..backends import backend
-from ..timing import Timing
+from rosetta_utils.backends import backend
+from rosetta_utils.timing import Timing
 
 
 def compare_configurations(

@@ -1,12 +1,12 @@
 """Benchmarks: a page's configuration against the alternatives its framework offers.
 
-``python -m rosetta_utils.bench cifar10|imdb|resnet50 [--profile smoke] [--frameworks ...] [--json PATH]``
+``python -m rosetta_book.bench cifar10|imdb|resnet50 [--profile smoke] [--frameworks ...] [--json PATH]``
 
 For each framework, in a process of its own where no other framework
 imports (as in the book build), it loads the page's Setup, Data and Model
 sections through the chapter loader, so it times exactly the code the page
 shows, then calls the page's builder with each alternative's options
-(:mod:`rosetta_utils.bench.tasks`) and times one training step (CIFAR-10,
+(:mod:`rosetta_book.bench.tasks`) and times one training step (CIFAR-10,
 IMDB) or one batch of feature extraction (ResNet-50) of each, taking turns.
 It prints, per framework, how far the page's configuration is from the
 fastest one (target: within 1.25×) and what share of this machine's peak each
@@ -26,9 +26,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import FRAMEWORKS
-from ..frameworks import is_installed, selected_frameworks
-from ..timing import Timing
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.frameworks import selected_frameworks
+
+from ..environments import available_frameworks
+from rosetta_utils.timing import Timing
 from .compare import compare_configurations, compare_inference_configurations
 from .flops import conv2d_flops, dense_flops, gru_flops, model_flops_per_image, resnet50_flops
 from .peak import measure_matmul_flops
@@ -85,11 +87,12 @@ def run_framework(task_name: str, framework: str, repeats: int) -> dict[str, Any
 
 
 def _run_in_own_process(task: str, framework: str, repeats: int, peak_only: bool = False) -> dict[str, Any]:
+    from ..environments import require_python
     from ..one_framework import environment
 
     with tempfile.TemporaryDirectory(prefix="rosetta-bench-") as folder:
         out = Path(folder) / "result.json"
-        command = [sys.executable, "-m", "rosetta_utils.bench", task, "--one", framework,
+        command = [require_python(framework), "-m", "rosetta_book.bench", task, "--one", framework,
                    "--repeats", str(repeats), "--json", str(out)] + (["--peak-only"] if peak_only else [])
         done = subprocess.run(command, env=environment(framework))
         if done.returncode != 0:
@@ -135,7 +138,7 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], repeats: int) -> dict
     measured = {framework: _run_in_own_process(task, framework, repeats) for framework in frameworks}
     rates = measure_matmul_flops(None)
     for framework in FRAMEWORKS:
-        if framework not in measured and is_installed(framework):
+        if framework not in measured and framework in available_frameworks():
             rates.update(_run_in_own_process(task, framework, repeats, peak_only=True)["matmul_flops"])
     return summarize(task, measured, rates)
 
@@ -176,7 +179,7 @@ def peak_verdicts(best_shares: Mapping[str, float]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rosetta_utils.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m rosetta_book.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("task", choices=sorted(TASKS))
     parser.add_argument("--profile", choices=["smoke", "full"], help="sets ROSETTA_PROFILE for the pages' sizes")
     parser.add_argument("--frameworks", help="comma-separated subset, e.g. pytorch,jax (default: all installed)")
@@ -196,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.frameworks:
         os.environ["ROSETTA_FRAMEWORKS"] = args.frameworks
-    frameworks = tuple(name for name in selected_frameworks() if is_installed(name))
+    frameworks = available_frameworks(selected_frameworks())
     if not frameworks:
         parser.error("none of the selected frameworks is installed")
     report = benchmark_task(args.task, frameworks, args.repeats)

@@ -1,0 +1,20 @@
+"""The Rosetta book's build engine: pages, parts, kernels, caches, downloads, Sphinx.
+
+What a page's reader needs lives in :mod:`rosetta_utils` (data sets, weight
+layouts, verdicts, tables, timing); this package builds the book around it and
+is never imported by a page:
+
+- :mod:`.page`: a page's cells and their roles (shared, framework, comparison);
+- :mod:`.downloads`: each framework's part of a page as a notebook and a script;
+- :mod:`.environments`: which Python environment runs which framework;
+- :mod:`.page_execution`: every part in a kernel of its own environment, then
+  the comparisons, cached with jupyter-cache;
+- :mod:`.chapter`: the loader tests and benchmarks run a page's code through;
+- :mod:`.name_check`: names a part reads but never defines;
+- :mod:`.sphinx_extension`: the thin Sphinx adapter (tabs, build line, links);
+- :mod:`.bench` and :mod:`.gpu_check`: the benchmark and the device check.
+
+It imports :mod:`rosetta_utils`; :mod:`rosetta_utils` never imports it.
+"""
+
+__version__ = "0.2.0"

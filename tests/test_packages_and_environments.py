@@ -1,0 +1,270 @@
+"""The two packages and the two environments.
+
+``rosetta_utils`` (what pages import) never imports the build engine
+``rosetta_book``, and imports with nothing but the dependencies its own
+pyproject declares; each framework's part runs in its own environment (the
+legacy one on numpy 1.26, the current one on numpy 2), and what a part leaves
+crosses to the comparisons as plain data or stops the page naming it.
+"""
+
+import ast
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from jupyter_cache import get_cache
+
+from conftest import AVAILABLE, code_cell, myst_page
+from rosetta_book.environments import (
+    ENVIRONMENTS,
+    BookEnvironmentError,
+    check_environment,
+    environment_of,
+    python_for,
+    require_python,
+)
+from rosetta_book.page import Page
+from rosetta_book.page_execution import CacheEntryUnreadable, PageExecutionError, execute_page
+from rosetta_utils import FRAMEWORKS
+
+ROOT = Path(__file__).parents[1]
+UTILS = ROOT / "src" / "rosetta_utils"
+ENGINE = ROOT / "src" / "rosetta_book"
+
+
+def imported_modules(folder: Path) -> dict[str, set[str]]:
+    """Every module each file under ``folder`` imports (absolute names; relative imports
+    resolved against the file's package)."""
+    found = {}
+    for path in sorted(folder.rglob("*.py")):
+        package = ".".join(path.relative_to(folder.parent).with_suffix("").parts[:-1])
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    names.add(".".join(base + ([node.module] if node.module else [])))
+                else:
+                    names.add(node.module)
+        found[str(path.relative_to(folder.parent))] = names
+    return found
+
+
+def test_rosetta_utils_never_imports_the_build_engine():
+    leaks = {path: sorted(name for name in names if name.split(".")[0] == "rosetta_book")
+             for path, names in imported_modules(UTILS).items()}
+    assert {path: names for path, names in leaks.items() if names} == {}
+
+
+def test_the_import_check_sees_an_engine_import(tmp_path):
+    """The check above is not blind: a module of a copy that imports the engine is named."""
+    copy = tmp_path / "rosetta_utils"
+    shutil.copytree(UTILS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "timing.py").write_text((copy / "timing.py").read_text() + "\nfrom rosetta_book.page import Page\n")
+    (copy / "data" / "fetch.py").write_text("from ..page import Page\n")  # relative, as if moved back
+    names = imported_modules(copy)
+    assert "rosetta_book.page" in next(v for k, v in names.items() if k.endswith("timing.py"))
+    assert "rosetta_utils.page" in next(v for k, v in names.items() if k.endswith("fetch.py"))
+
+
+def test_the_engine_imports_rosetta_utils_and_its_own_modules_only_by_their_names():
+    """The engine reaches the pages' helpers as ``rosetta_utils``: no relative import of a
+    helper module that moved (it would resolve to a missing ``rosetta_book.<name>``)."""
+    engine_modules = {path.stem for path in ENGINE.glob("*.py")} | {path.name for path in ENGINE.iterdir()
+                                                                   if path.is_dir() and path.name != "__pycache__"}
+    for path, names in imported_modules(ENGINE).items():
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "rosetta_book" and len(parts) > 1:
+                assert parts[1] in engine_modules, f"{path} imports {name}, which is not the engine's"
+
+
+def test_the_utils_pyproject_lists_every_package_folder():
+    config = tomllib.loads((UTILS / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    folders = {"rosetta_utils" + "".join(f".{part}" for part in path.parent.relative_to(UTILS).parts)
+               for path in UTILS.rglob("__init__.py") if "build" not in path.parts}
+    assert listed == folders
+
+
+def _distribution_closure(requirements: list[str]) -> set[str]:
+    """The installed distributions ``requirements`` need, and theirs, recursively (no extras)."""
+    seen, todo = set(), [re.split(r"[ <>=!~;\[]", requirement, maxsplit=1)[0] for requirement in requirements]
+    while todo:
+        name = todo.pop().lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        for requirement in importlib.metadata.requires(name) or []:
+            if "extra ==" in requirement:
+                continue
+            marker = requirement.split(";", 1)[1] if ";" in requirement else ""
+            if "python_version" in marker or "platform" in marker or "sys_platform" in marker:
+                from packaging.markers import Marker
+
+                if not Marker(marker).evaluate():
+                    continue
+            todo.append(re.split(r"[ <>=!~;\[(]", requirement.strip(), maxsplit=1)[0])
+    return seen
+
+
+@pytest.mark.legacy  # on numpy 1.26 (legacy run) and on numpy 2 (current run)
+def test_rosetta_utils_imports_with_only_its_declared_dependencies(tmp_path):
+    """A folder holding only the distributions rosetta_utils's pyproject declares (and what
+    they need), and the package itself: every module of it imports there, in a Python that
+    sees no other site-packages."""
+    declared = tomllib.loads((UTILS / "pyproject.toml").read_text())["project"]["dependencies"]
+    site = tmp_path / "site"
+    site.mkdir()
+    for name in _distribution_closure(declared):
+        for file in importlib.metadata.distribution(name).files or []:
+            top = file.parts[0]
+            source = Path(file.locate())
+            if top.endswith((".dist-info", ".pth")) or ".." in file.parts or not source.exists():
+                continue
+            target = site / top
+            if not target.exists():
+                target.symlink_to(Path(file.locate()).parents[len(file.parts) - 1] / top)
+    (site / "rosetta_utils").symlink_to(UTILS)
+    code = (
+        "import importlib, pkgutil, sys\n"
+        f"sys.path.insert(0, {str(site)!r})\n"
+        "import rosetta_utils, numpy\n"
+        "skipped = {'rosetta_utils.gru.' + f for f in ('pytorch', 'tensorflow', 'jax', 'mxnet', 'chainer')}\n"
+        "names = [m.name for m in pkgutil.walk_packages(rosetta_utils.__path__, 'rosetta_utils.')]\n"
+        "for name in names:\n"
+        "    if name not in skipped:\n"
+        "        importlib.import_module(name)\n"
+        "outside = sorted({m.__file__.split('/site-packages/')[0] for m in list(sys.modules.values())\n"
+        "                  if getattr(m, '__file__', None) and '/site-packages/' in m.__file__})\n"
+        "print(len(names), numpy.__version__, outside)\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    count, numpy_version, outside = done.stdout.split(" ", 2)
+    assert int(count) > 20 and outside.strip() == "[]", done.stdout
+    assert numpy_version == importlib.metadata.version("numpy")
+
+
+def test_every_framework_has_one_environment():
+    assert sorted(name for members in ENVIRONMENTS.values() for name in members) == sorted(FRAMEWORKS)
+    assert environment_of("mxnet") == "legacy" and environment_of("jax") == "current"
+
+
+def test_an_unknown_environment_is_an_error_listing_the_known_ones():
+    with pytest.raises(BookEnvironmentError, match="unknown environment 'py2'.*current, legacy"):
+        check_environment("py2")
+
+
+def test_a_missing_environment_says_how_to_make_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("ROSETTA_LEGACY_PYTHON", str(tmp_path / "no-such-python"))
+    if python_for("mxnet") == sys.executable:
+        pytest.skip("MXNet imports in this process")
+    with pytest.raises(BookEnvironmentError, match=r"mxnet runs in the legacy environment.*make book.*ROSETTA_LEGACY_PYTHON"):
+        require_python("mxnet")
+
+
+NUMPY_PAGE = myst_page(
+    "Numpys",
+    code_cell("import numpy as np\nimport sys", None),
+    code_cell("value = {'numpy': np.__version__, 'python': sys.version.split()[0], 'x': np.arange(3.0)}", "jax"),
+    code_cell("value = {'numpy': np.__version__, 'python': sys.version.split()[0], 'x': np.arange(3.0)}", "mxnet"),
+    code_cell("from rosetta_utils.tab_results import load_tab_results\n"
+              "print(sorted((fw, run.value['numpy'], run.value['x'].tolist()) for fw, run in load_tab_results().items()))",
+              "comparison"),
+    front_matter_extra="frameworks: [jax, mxnet]\ntab_results: [value]\n",
+)
+
+
+@pytest.mark.skipif(not {"jax", "mxnet"} <= set(AVAILABLE), reason="needs both environments")
+def test_each_part_runs_in_its_environment_and_its_results_cross(write_page):
+    executed = execute_page(Page.read(write_page("numpys.md", NUMPY_PAGE)), ["jax", "mxnet"], log=lambda line: None)
+    versions = {part.name: part.environment["versions"] for part in executed.parts if part.name != "comparisons"}
+    assert versions["mxnet"]["numpy"].startswith("1.26") and versions["mxnet"]["Python"].startswith("3.11")
+    assert versions["jax"]["numpy"].startswith("2.") and versions["jax"]["Python"].startswith("3.12")
+    printed = "".join(o.get("text", "") for o in executed.notebook.cells[-1].outputs)
+    assert printed.strip() == (f"[('jax', '{versions['jax']['numpy']}', [0.0, 1.0, 2.0]), "
+                               f"('mxnet', '{versions['mxnet']['numpy']}', [0.0, 1.0, 2.0])]")
+
+
+@pytest.mark.skipif("mxnet" not in AVAILABLE, reason="needs the legacy environment")
+def test_a_result_that_cannot_cross_stops_the_page_naming_page_framework_and_name(write_page):
+    text = myst_page("Opaque", code_cell("import datetime\nvalue = datetime.date(2026, 1, 1)", "mxnet"),
+                     front_matter_extra="frameworks: [mxnet]\ntab_results: [value]\n")
+    path = write_page("opaque.md", text)
+    with pytest.raises(PageExecutionError, match=r"opaque\.md.*the mxnet part's 'value' is a datetime\.date, "
+                                                 r"not plain data"):
+        execute_page(Page.read(path), ["mxnet"], log=lambda line: None)
+
+
+def test_a_truncated_cache_entry_is_a_miss_that_is_run_again_and_replaced(write_page, tmp_path):
+    cache = get_cache(tmp_path / "cache")
+    page = myst_page("Cut", code_cell("value = 41 + 1\nprint(value)", "jax"),
+                     front_matter_extra="frameworks: [jax]\ntab_results: [value]\n")
+    path = write_page("cut.md", page)
+    first = execute_page(Page.read(path), ["jax"], cache, log=lambda line: None)
+    assert [part.cached for part in first.parts] == [False]
+    assert len(cache.list_cache_records()) == 1
+    notebooks = sorted((tmp_path / "cache").rglob("*.ipynb"))
+    assert notebooks, "jupyter-cache keeps the executed notebook as a file"
+    for notebook in notebooks:  # cut every stored notebook in half, as an interrupted write would
+        notebook.write_bytes(notebook.read_bytes()[: len(notebook.read_bytes()) // 2])
+    with pytest.warns(CacheEntryUnreadable, match=r"cut\.md: the cached jax part .*cannot be read"):
+        second = execute_page(Page.read(path), ["jax"], cache, log=lambda line: None)
+    assert [part.cached for part in second.parts] == [False]
+    assert "".join(o.get("text", "") for o in second.notebook.cells[-1].outputs) == "42\n"
+    third = execute_page(Page.read(path), ["jax"], cache, log=lambda line: None)
+    assert [part.cached for part in third.parts] == [True], "the replaced entry serves the next build"
+
+
+# --- the Makefile -------------------------------------------------------------------------
+
+
+def make(tmp_path, *arguments, **env):
+    """``make`` on a copy of the Makefile in an empty folder (nothing of the checkout is touched)."""
+    folder = tmp_path / "checkout"
+    if not folder.exists():
+        (folder / "environments").mkdir(parents=True)
+        (folder / "src" / "rosetta_utils").mkdir(parents=True)
+        shutil.copy(ROOT / "Makefile", folder)
+        for name in ("pyproject.toml", "src/rosetta_utils/pyproject.toml", "environments/current.txt",
+                     "environments/legacy.txt"):
+            (folder / name).write_text("")
+    clean = {key: value for key, value in os.environ.items() if not key.startswith(("ROSETTA_", "MAKE"))}
+    return subprocess.run(["make", "--no-print-directory", "-C", str(folder), *arguments],
+                          capture_output=True, text=True, env=dict(clean, **env), timeout=120)
+
+
+def test_make_refuses_an_unknown_framework_listing_the_five(tmp_path):
+    done = make(tmp_path, "environments", ROSETTA_FRAMEWORKS="pytorch,caffe")
+    assert done.returncode != 0
+    assert "ROSETTA_FRAMEWORKS names caffe" in done.stderr and "pytorch tensorflow jax mxnet chainer" in done.stderr
+    assert not (tmp_path / "checkout" / ".venv").exists()
+
+
+def test_make_names_a_missing_interpreter_and_how_to_get_it(tmp_path):
+    done = make(tmp_path, "environments", "PYTHON_CURRENT=")
+    assert done.returncode != 0
+    assert "no python3.12 found" in done.stderr and "PYTHON_CURRENT=/path/to/python3.12" in done.stderr
+    assert not (tmp_path / "checkout" / ".venv").exists(), "nothing is created before the check"
+    done = make(tmp_path, "-n", "environments", "ROSETTA_FRAMEWORKS=pytorch,jax")
+    assert ".venv-legacy" not in done.stdout, "pytorch and jax need only the current environment"
+
+
+def test_make_writes_the_stamp_last(tmp_path):
+    """The install's recipe, printed by make -n: the stamp comes after the last pip call."""
+    done = make(tmp_path, "-n", "environments", "PYTHON_CURRENT=/bin/true", "PYTHON_LEGACY=/bin/true")
+    lines = done.stdout.splitlines()
+    for folder in (".venv", ".venv-legacy"):
+        touch = next(i for i, line in enumerate(lines) if line.startswith(f"touch {folder}/.installed-"))
+        pips = [i for i, line in enumerate(lines) if f"{folder}/bin/python -m pip install" in line]
+        removes = [i for i, line in enumerate(lines) if line.startswith(f"rm -f {folder}/.installed-")]
+        assert pips and removes and removes[0] < min(pips) and max(pips) < touch, folder
