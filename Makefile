@@ -140,11 +140,14 @@ gpu-check:
 # (environments/gpu-machine.txt), from the registry's CPU wheels, runs the device check
 # in the smoke profile on this CPU. Nothing of it is kept but its output.
 GPU_DRY_RUN := _build/gpu-dry-run
+# What that machine's image has that the chapters import (KINDS.md's package list);
+# pooch, tqdm and myst-nb are what the README says to carry there.
+GPU_MACHINE_PACKAGES := torch jax jaxlib flax optax numpy matplotlib pillow
 gpu-dry-run:
 	@test -n "$(PYTHON_CURRENT)" || { echo "make: no python3.12 found: the GPU machine runs Python 3.12 (PYTHON_CURRENT=/path/to/python3.12)" >&2; exit 2; }
 	rm -rf $(GPU_DRY_RUN)
 	$(PYTHON_CURRENT) -m venv $(GPU_DRY_RUN)/venv
-	PIP_CONSTRAINT=$(CURDIR)/environments/gpu-machine.txt $(GPU_DRY_RUN)/venv/bin/python -m pip install --quiet torch jax jaxlib flax optax numpy pooch tqdm myst-nb
+	PIP_CONSTRAINT=$(CURDIR)/environments/gpu-machine.txt $(GPU_DRY_RUN)/venv/bin/python -m pip install --quiet $(GPU_MACHINE_PACKAGES) pooch tqdm myst-nb
 	PIP_CONSTRAINT=$(CURDIR)/environments/gpu-machine.txt $(GPU_DRY_RUN)/venv/bin/python -m pip install --quiet --no-deps -e src/rosetta_utils -e .
 	ROSETTA_OFFLINE=1 $(MAKE) --no-print-directory gpu-check GPU_CHECK_PYTHON=$(GPU_DRY_RUN)/venv/bin/python \
 	  GPU_CHECK_ARGS="--profile smoke --allow-cpu --results $(CURDIR)/$(GPU_DRY_RUN)/results"

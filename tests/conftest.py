@@ -205,3 +205,14 @@ def parts_as_built(page, frameworks):
     with pytest.MonkeyPatch.context() as patch:
         smoke_offline(patch)
         yield run_framework_parts(page, frameworks)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The peak resident memory of this test process and of its largest child process
+    (parts, kernels, workers): the suite is meant to stay under 8 GB in every process."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    terminalreporter.write_line(f"peak resident memory ({TEST_ENVIRONMENT} environment): test process "
+                                f"{own:.1f} GiB, largest child process {children:.1f} GiB")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import AVAILABLE, code_cell, myst_page
-from rosetta_book.environments import require_python
+from rosetta_book.environments import python_for, require_python
 from rosetta_book.downloads import download_notebook, download_script, main, write_downloads
 from rosetta_book.one_framework import environment
 from rosetta_book.page import Page, PageError
@@ -30,7 +30,8 @@ def test_a_download_opens_with_its_title_and_says_what_it_needs(write_page):
     notebook = download_notebook(Page.read(path), "mxnet")
     assert notebook.cells[0].source.startswith("# One page")
     assert "MXNet (Gluon) part" in notebook.cells[1].source and "mxnet (1.9.1" in notebook.cells[1].source
-    assert notebook.cells[2].source == "x = 1" and "tags" not in notebook.cells[2].metadata
+    assert "find_spec(_module)" in notebook.cells[2].source and "pip install mxnet==1.9.1" in notebook.cells[2].source
+    assert notebook.cells[3].source == "x = 1" and "tags" not in notebook.cells[3].metadata
 
 
 def test_writing_the_downloads_writes_a_notebook_and_a_script_per_framework(write_page, tmp_path):
@@ -67,3 +68,16 @@ def test_the_guard_refuses_every_other_framework_and_nothing_else():
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["refused", "torch", "refused", "tensorflow", "refused", "keras", "refused", "jax",
                                    "refused", "flax", "refused", "optax", "refused", "mxnet", "refused", "chainer"]
+
+
+def test_a_download_without_its_framework_says_what_to_install(tmp_path):
+    """Run by a Python that has no PyTorch (the legacy environment's), a PyTorch download's
+    first code cell stops with the pip line, before any of the page's code."""
+    other = python_for("mxnet")
+    if other is None or other == python_for("pytorch"):
+        pytest.skip("needs a Python without PyTorch (the legacy environment)")
+    script = tmp_path / "page-pytorch.py"
+    script.write_text(download_script(download_notebook(Page.read(FIRST_PAGE), "pytorch")))
+    done = subprocess.run([other, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert "ModuleNotFoundError: this PyTorch part needs torch: pip install torch" in done.stderr

@@ -7,6 +7,7 @@ import nbformat
 from bs4 import BeautifulSoup
 
 from conftest import build_sphinx, code_cell, myst_page
+from rosetta_book.downloads import UTILS_WHEEL
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.sphinx_extension import skip_unselected_cells
 
@@ -102,8 +103,11 @@ def test_every_part_is_a_download_in_the_site_with_a_synced_link(tmp_path):
                      "downloads/names-jax.ipynb", "downloads/names-jax.py"]
     notebook = nbformat.read(built / "downloads" / "names-jax.ipynb", as_version=4)
     code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
-    assert code == ["shared = 'shared'\nprint('shared cell ran')", "x = 'jax-x'\ndef show(): return x",
-                    "value = (x, show(), shared)\nprint(value)"]
+    assert "pip install jax flax optax" in code[0]  # the download's check of what it needs
+    assert code[1:] == ["shared = 'shared'\nprint('shared cell ran')", "x = 'jax-x'\ndef show(): return x",
+                        "value = (x, show(), shared)\nprint(value)"]
+    wheels = sorted(path.name for path in (built / "downloads").glob("*.whl"))
+    assert wheels == [UTILS_WHEEL] and UTILS_WHEEL in notebook.cells[1].source
     assert not any("Only the page shows" in cell.source for cell in notebook.cells)
     script = (built / "downloads" / "names-jax.py").read_text()
     assert "x = 'jax-x'" in script and "torch-x" not in script and "load_tab_results" not in script

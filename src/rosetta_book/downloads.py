@@ -34,6 +34,16 @@ PACKAGES = {
     "chainer": "chainer (7.8.1, with numpy < 2, Python 3.11 or older)",
 }
 
+#: The module whose absence the download's first code cell turns into the pip line to run.
+PROBES = {"pytorch": "torch", "tensorflow": "keras", "jax": "flax", "mxnet": "mxnet", "chainer": "chainer"}
+INSTALL = {
+    "pytorch": "pip install torch",
+    "tensorflow": "pip install tensorflow keras",
+    "jax": "pip install jax flax optax",
+    "mxnet": "pip install mxnet==1.9.1 'numpy<2'",
+    "chainer": "pip install chainer==7.8.1 'numpy<2'",
+}
+
 #: The wheel of ``rosetta_utils`` the site serves beside the downloads.
 UTILS_WHEEL = f"rosetta_utils-{rosetta_utils.__version__}-py3-none-any.whl"
 
@@ -76,9 +86,19 @@ def download_notebook_with_origins(page: Page, framework: str) -> tuple[Any, lis
         "sets with checksums, weight layouts; numpy, pooch and tqdm, no framework), served "
         f"beside this file: `pip install {UTILS_WHEEL}`.*"
     )
+    check = nbformat.v4.new_code_cell(
+        "import importlib.util\n\n"
+        "for _module, _install in {\n"
+        f"    {PROBES[framework]!r}: {INSTALL[framework]!r},\n"
+        f"    'rosetta_utils': 'pip install {UTILS_WHEEL}',\n"
+        "}.items():\n"
+        "    if importlib.util.find_spec(_module) is None:\n"
+        f"        _need = f\"this {title} part needs {{_module}}\"\n"
+        "        raise ModuleNotFoundError(f\"{_need}: {_install}\")"
+    )
     first_heading = next((i for i, c in enumerate(cells) if c.cell_type == "markdown"), -1)
-    cells.insert(first_heading + 1, note)
-    origins.insert(first_heading + 1, None)
+    cells[first_heading + 1:first_heading + 1] = [note, check]
+    origins[first_heading + 1:first_heading + 1] = [None, None]
     for number, cell in enumerate(cells):
         cell["id"] = f"{framework}-{number}"
     notebook.cells = cells
