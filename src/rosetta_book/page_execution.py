@@ -38,7 +38,7 @@ from .downloads import download_notebook_with_origins
 from .environments import require_python
 from .one_framework import environment
 from .page import Page
-from rosetta_utils.profile import current_profile, executed_frameworks
+from rosetta_utils.profile import cuda_gpu_visible, current_profile, executed_frameworks
 from rosetta_utils.tab_results import RESULTS_FOLDER_VARIABLE, load_tab_results
 
 #: Seconds a single cell may run (the book's _config.yml sets the build's).
@@ -82,6 +82,11 @@ def kernel_environment(only: str, results_folder: str | Path | None = None) -> d
     env = environment(only)
     env.setdefault("ROSETTA_BOOK_BUILD", "1")
     env.setdefault("TQDM_DISABLE", "1")  # nobody watches a progress bar in a build
+    if not cuda_gpu_visible():
+        # PyPI's torch is a CUDA build: where a CUDA compiler is installed but no GPU (these
+        # build machines), torch.compile logs "No CUDA runtime is found" into the page. That
+        # is a fact of the machine, not of the page.
+        env.setdefault("TORCH_LOGS", "-torch.utils.cpp_extension")
     if results_folder is not None:
         env[RESULTS_FOLDER_VARIABLE] = str(results_folder)
     return env
