@@ -42,6 +42,14 @@ def pytest_collection_modifyitems(config, items):
     items[:] = kept
 
 
+# In the current environment, tests load PyTorch's, TensorFlow's and JAX's parts in this
+# one process (a reader's download and the build's kernels never hold two). PyPI's torch
+# brings Triton, whose native library crashes the process (a segmentation fault) when it
+# loads after TensorFlow's; loaded first, both work. So torch's compiler, which imports
+# Triton, is imported before any test can load TensorFlow.
+if is_installed("pytorch") and is_installed("tensorflow"):
+    import torch._dynamo  # noqa: F401
+
 # In the legacy environment, tests load MXNet's and Chainer's parts in this one process.
 # Chainer 7 needs the standard library's distutils, which a part of MXNet would otherwise
 # have replaced by setuptools' copy for the rest of the process; choose it before anything

@@ -79,7 +79,7 @@ def installed_defaults(framework):
     raise AssertionError(framework)
 
 
-@pytest.mark.parametrize("framework", AVAILABLE)
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_each_default_in_the_table_is_the_installed_frameworks(comparison, framework):
     knobs = comparison["runs"][framework].knobs
     for knob, text in installed_defaults(framework).items():

@@ -16,7 +16,7 @@ import jupytext
 import pytest
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_book.downloads import download_notebook, download_script
+from rosetta_book.downloads import download_notebook_with_origins, download_script
 from rosetta_book.name_check import undefined_names
 from rosetta_book.page import COMPARISON, SHARED, Page, cell_role
 
@@ -95,7 +95,11 @@ def test_each_download_is_the_pages_cells_for_its_framework_line_for_line(path):
     for framework in page.frameworks:
         expected = [cell.source for cell in page.notebook.cells
                     if cell.cell_type == "code" and cell_role(cell) in (SHARED, framework)]
-        notebook = download_notebook(page, framework)
+        notebook, origins = download_notebook_with_origins(page, framework)
+        added = [cell.source for cell, origin in zip(notebook.cells, origins)
+                 if cell.cell_type == "code" and origin is None]
+        assert len(added) == 1 and "find_spec(_module)" in added[0], "one check of what the part needs"
+        expected = [added[0], *expected]  # that check first, then the page's own cells
         code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
         assert code == expected, f"{page.path}: the {framework} download's code is not the page's"
         prose = [cell.source for cell in notebook.cells if cell.cell_type == "markdown"]

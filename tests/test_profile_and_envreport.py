@@ -7,9 +7,9 @@ import pytest
 
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.envreport import FrameworkReport, machine_lines, report_framework
-from conftest import AVAILABLE, IN_PROCESS_PARAMS
+from conftest import AVAILABLE, IN_PROCESS_PARAMS, framework_process_output
 from rosetta_book.environments import require_python
-from rosetta_utils.frameworks import usable_cores
+from rosetta_utils.frameworks import is_installed, usable_cores
 from rosetta_book.one_framework import environment
 from rosetta_utils.profile import UnknownProfileError, current_profile, describe_profile
 
@@ -178,5 +178,9 @@ def test_gpu_builds_are_read_from_the_installed_packages():
     assert gpu_build("jax", gpu) == "jax-cuda12-plugin"
     assert gpu_build("mxnet", gpu) == "mxnet-cu117"
     assert gpu_build("chainer", gpu) == "cupy-cuda110 (CuPy 7)"
-    # This machine's own install: the CPU builds.
-    assert all(gpu_build(n) is None for n in FRAMEWORKS)
+    # This machine's own install: tensorflow-cpu and JAX without its CUDA plugin; PyPI's
+    # torch is a CUDA build, which its version.py says (torch.version.cuda).
+    assert gpu_build("tensorflow") is None and gpu_build("jax") is None
+    if is_installed("pytorch"):
+        cuda = framework_process_output("pytorch", "import torch\nprint(torch.version.cuda)")
+        assert gpu_build("pytorch") == (None if cuda == "None" else f"torch for CUDA {cuda}")
