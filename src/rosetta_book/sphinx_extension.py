@@ -203,6 +203,15 @@ def _cell_framework(cell: nodes.container) -> str | None:
     return found[0] if found else None
 
 
+def _listed(value: Any) -> list[str]:
+    """A front-matter list, which docinfo may hold as its YAML text (``'["a", "b"]'``)."""
+    if isinstance(value, str):
+        import yaml
+
+        value = yaml.safe_load(value) if value.strip().startswith("[") else [value]
+    return [str(item) for item in value]
+
+
 def declared_frameworks(app: Sphinx, docname: str) -> tuple[str, ...]:
     """The frameworks a page declares in its front matter (``frameworks:``), default all."""
     from rosetta_utils.frameworks import parse_framework_list
@@ -351,7 +360,7 @@ def _fill_banners(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     devices = {name: devices[name] for name in FRAMEWORKS if name in devices}
     stand_ins = sorted(page for page, used in _stand_ins_of(app.env).items() if used)
     facts = [fact for name in sorted(app.env.found_docs)
-             for fact in app.env.metadata.get(name, {}).get("build_facts", [])]
+             for fact in _listed(app.env.metadata.get(name, {}).get("build_facts", []))]
     line = banner_text(current_profile(), stand_ins, devices, facts)
     for placeholder in placeholders:
         placeholder.replace_self(nodes.paragraph("", line, classes=["rosetta-banner"]))
