@@ -51,7 +51,8 @@ LEGACY_EXTRAS := $(subst $(space),$(comma),$(strip test $(LEGACY_FRAMEWORKS)))
 
 # The interpreters: an explicit PYTHON_CURRENT / PYTHON_LEGACY, else the first of
 # python3.12 (python3.11) that runs, on the PATH or among pyenv's versions.
-find_python = $(firstword $(foreach candidate,$(1) $(wildcard $(HOME)/.pyenv/versions/$(2).*/bin/$(1)),$(shell $(candidate) -c 'import sys; assert sys.version_info[:2] == ($(subst .,$(comma),$(2)))' >/dev/null 2>&1 && command -v $(candidate))))
+PYENV_VERSIONS := $(sort $(HOME)/.pyenv/versions $(if $(PYENV_ROOT),$(PYENV_ROOT)/versions) $(shell pyenv root 2>/dev/null)/versions)
+find_python = $(firstword $(foreach candidate,$(1) $(foreach root,$(PYENV_VERSIONS),$(wildcard $(root)/$(2).*/bin/$(1))),$(shell $(candidate) -c 'import sys; assert sys.version_info[:2] == ($(subst .,$(comma),$(2)))' >/dev/null 2>&1 && command -v $(candidate))))
 PYTHON_CURRENT ?= $(call find_python,python3.12,3.12)
 PYTHON_LEGACY ?= $(call find_python,python3.11,3.11)
 
