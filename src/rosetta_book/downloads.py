@@ -19,6 +19,7 @@ from typing import Any
 
 import rosetta_utils
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
+from rosetta_utils.frameworks import PROBE_MODULES
 
 from .page import Page, PageError
 
@@ -34,8 +35,8 @@ PACKAGES = {
     "chainer": "chainer (7.8.1, with numpy < 2, Python 3.11 or older)",
 }
 
-#: The module whose absence the download's first code cell turns into the pip line to run.
-PROBES = {"pytorch": "torch", "tensorflow": "keras", "jax": "flax", "mxnet": "mxnet", "chainer": "chainer"}
+#: The pip line the download's first code cell names when its framework's module
+#: (rosetta_utils.frameworks.PROBE_MODULES) cannot be found.
 INSTALL = {
     "pytorch": "pip install torch",
     "tensorflow": "pip install tensorflow keras",
@@ -89,7 +90,7 @@ def download_notebook_with_origins(page: Page, framework: str) -> tuple[Any, lis
     check = nbformat.v4.new_code_cell(
         "import importlib.util\n\n"
         "for _module, _install in {\n"
-        f"    {PROBES[framework]!r}: {INSTALL[framework]!r},\n"
+        f"    {PROBE_MODULES[framework]!r}: {INSTALL[framework]!r},\n"
         f"    'rosetta_utils': 'pip install {UTILS_WHEEL}',\n"
         "}.items():\n"
         "    if importlib.util.find_spec(_module) is None:\n"

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.frameworks import check_framework, is_installed
+from rosetta_utils.frameworks import PROBE_MODULES, check_framework, is_installed
 
 #: Each environment and the frameworks it holds, in the book's tab order.
 ENVIRONMENTS = {
@@ -68,8 +68,7 @@ def environment_python(name: str) -> Path:
 def _importable_in(python: str) -> tuple[str, ...]:
     """The frameworks ``python`` can import (asked without importing them)."""
     code = ("import json, importlib.util as u\n"
-            "probes = {'pytorch': 'torch', 'tensorflow': 'tensorflow', 'jax': 'flax', "
-            "'mxnet': 'mxnet', 'chainer': 'chainer'}\n"
+            f"probes = {json.dumps(PROBE_MODULES)}\n"
             "print(json.dumps([n for n, m in probes.items() if u.find_spec(m) is not None]))")
     try:
         done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120,

@@ -22,7 +22,7 @@ import sys
 from . import FRAMEWORKS
 
 #: The module that must be importable for each framework to be "installed".
-_PROBE_MODULES = {
+PROBE_MODULES = {
     "pytorch": "torch",
     "tensorflow": "tensorflow",
     "jax": "flax",
@@ -70,7 +70,7 @@ def is_installed(name: str) -> bool:
     """Whether ``name``'s framework can be imported, without importing it."""
     check_framework(name)
     try:
-        spec = importlib.util.find_spec(_PROBE_MODULES[name])
+        spec = importlib.util.find_spec(PROBE_MODULES[name])
     except (ImportError, ValueError):  # a parent package missing, or blocked in sys.modules
         return False
     # A framework the one-framework guard refuses in this process counts as absent.
