@@ -81,3 +81,70 @@ def test_a_download_without_its_framework_says_what_to_install(tmp_path):
     done = subprocess.run([other, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode != 0
     assert "ModuleNotFoundError: this PyTorch part needs torch: pip install torch" in done.stderr
+
+
+BORROWS = "borrows: {page: model.md, until: Training, name: MODEL_CODE}\n"
+MODEL_PAGE = myst_page(
+    "Model page",
+    "## Setup\n", code_cell("SIZE = 3"), code_cell("def make(): return ['jax'] * SIZE", "jax"),
+    code_cell("def make(): return ['mxnet'] * SIZE", "mxnet"),
+    "## Training\n", code_cell("raise RuntimeError('training is not borrowed')", "jax"),
+)
+USER_PAGE = myst_page(
+    "User page",
+    code_cell("import runpy, pathlib\n"
+              "pathlib.Path('model_part.py').write_text(MODEL_CODE)\n"
+              "print(runpy.run_path('model_part.py')['make']())", "jax"),
+    front_matter_extra=BORROWS,
+)
+
+
+def test_a_page_that_borrows_code_carries_it_in_its_download_and_runs_alone(write_page, tmp_path):
+    """The data-parallel page's workers run the CIFAR-10 page's code: its download opens
+    with that code (up to the section named), so it runs where the other page is not."""
+    write_page("model.md", MODEL_PAGE)
+    page = Page.read(write_page("user.md", USER_PAGE))
+    notebook = download_notebook(page, "jax")
+    borrowed = notebook.cells[3].source
+    assert borrowed.startswith("# model.md's JAX (Flax) code up to its Training section")
+    assert "SIZE = 3\n\ndef make(): return ['jax'] * SIZE" in borrowed
+    assert "mxnet" not in borrowed and "training is not borrowed" not in borrowed
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "user-jax.py").write_text(download_script(notebook))
+    done = subprocess.run([require_python("jax"), "user-jax.py"], env=environment("jax"), cwd=alone,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['jax', 'jax', 'jax']"
+
+
+def test_the_name_check_counts_the_borrowed_name_as_defined_and_nothing_more(write_page):
+    from rosetta_book.name_check import check_page
+
+    write_page("model.md", MODEL_PAGE)
+    check_page(Page.read(write_page("user.md", USER_PAGE)))  # reads MODEL_CODE: the opening cell sets it
+    reads_more = USER_PAGE.replace("print(runpy", "print(OTHER_CODE, runpy")
+    with pytest.raises(PageError, match="the jax part reads 'OTHER_CODE'"):
+        check_page(Page.read(write_page("more.md", reads_more)))
+
+
+def test_the_chapter_loader_runs_the_borrowed_code_too(write_page):
+    from rosetta_book.chapter import load_chapter
+
+    write_page("model.md", MODEL_PAGE)
+    namespace = load_chapter(write_page("user.md", USER_PAGE), "jax")
+    assert "def make(): return ['jax'] * SIZE" in namespace["MODEL_CODE"]
+
+
+@pytest.mark.parametrize("borrows, message", [
+    ("borrows: {page: model.md, until: Training}\n", "must have exactly 'page', 'until' and 'name'"),
+    ("borrows: {page: model.md, until: Training, name: 2fast}\n", "'2fast' is not a Python name"),
+    ("borrows: {page: absent.md, until: Training, name: CODE}\n", "absent.md: no such page"),
+    ("borrows: {page: model.md, until: Evaluation, name: CODE}\n", "no section headed 'Evaluation'"),
+])
+def test_a_wrong_borrows_entry_is_an_error_naming_the_problem(write_page, borrows, message):
+    write_page("model.md", MODEL_PAGE)
+    page = Page.read(write_page("user.md", myst_page("User", code_cell("x = 1", "jax"),
+                                                     front_matter_extra=borrows)))
+    with pytest.raises(PageError, match=message):
+        download_notebook(page, "jax")

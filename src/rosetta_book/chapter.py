@@ -79,13 +79,16 @@ def _read(path: str | Path) -> Page:
         raise ChapterError(str(error)) from None
 
 
-def _run_cells(page: Page, indexes: Iterable[int], what: str) -> dict[str, Any]:
+def _run_cells(page: Page, indexes: Iterable[int], what: str, opening: str | None = None) -> dict[str, Any]:
     module = types.ModuleType("__chapter__")
     module.__file__ = str(page.path)
     namespace: dict[str, Any] = module.__dict__
+    cells = page.code_cells(indexes)
+    if opening is not None:  # the borrowed code the part opens with (Page.borrowed_cell)
+        cells.insert(0, (None, opening))
     with _working_directory(page.path.parent), _registered(module):
-        for index, source in page.code_cells(indexes):
-            where = page.where(index)
+        for index, source in cells:
+            where = f"{page.path} (front matter 'borrows')" if index is None else page.where(index)
             if any(text.lstrip().startswith(("%", "!")) for text in source.splitlines()):
                 raise ChapterError(
                     f"{where}: IPython magics and shell escapes cannot run in the "
@@ -111,9 +114,10 @@ def load_chapter(path: str | Path, framework: str, until: str | None = None) -> 
     page = _read(path)
     try:
         indexes = page.framework_part(framework, until)
+        opening = page.borrowed_cell(framework)
     except PageError as error:
         raise ChapterError(str(error)) from None
-    return _run_cells(page, indexes, f"{framework} part")
+    return _run_cells(page, indexes, f"{framework} part", opening)
 
 
 def tab_results_of(path: str | Path, framework: str, namespace: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,8 +4,9 @@ A framework's download holds the page's headings and prose, its shared
 setup and data cells, and that framework's cells, in page order; nothing that
 belongs to another framework and nothing that only compares frameworks
 (:mod:`rosetta_book.page`). The book build executes exactly this notebook
-for each framework, in a process where every other framework's import fails,
-so a download that needs anything from another tab cannot build.
+for each framework, in an empty folder and a process where every other
+framework's import fails, so a download that needs anything from another tab,
+or a file beside the page, cannot build.
 
 ``python -m rosetta_book.downloads PAGE FRAMEWORK [--script]`` prints one.
 """
@@ -60,7 +61,8 @@ def download_notebook(page: Page, framework: str) -> Any:
 
 def download_notebook_with_origins(page: Page, framework: str) -> tuple[Any, list[int | None]]:
     """The download, and for each of its cells the index of the page cell it comes
-    from (``None`` for the note the download opens with)."""
+    from (``None`` for the cells the download opens with: its note, the check that its
+    packages are installed and, on a page that borrows another's code, that code)."""
     import nbformat
 
     indexes = page.framework_part(framework)  # raises for a framework the page does not declare
@@ -97,9 +99,13 @@ def download_notebook_with_origins(page: Page, framework: str) -> tuple[Any, lis
         f"        _need = f\"this {title} part needs {{_module}}\"\n"
         "        raise ModuleNotFoundError(f\"{_need}: {_install}\")"
     )
+    opening = [note, check]
+    borrowed = page.borrowed_cell(framework)
+    if borrowed is not None:
+        opening.append(nbformat.v4.new_code_cell(borrowed))
     first_heading = next((i for i, c in enumerate(cells) if c.cell_type == "markdown"), -1)
-    cells[first_heading + 1:first_heading + 1] = [note, check]
-    origins[first_heading + 1:first_heading + 1] = [None, None]
+    cells[first_heading + 1:first_heading + 1] = opening
+    origins[first_heading + 1:first_heading + 1] = [None] * len(opening)
     for number, cell in enumerate(cells):
         cell["id"] = f"{framework}-{number}"
     notebook.cells = cells

@@ -5,7 +5,7 @@ name made only by another framework's cells, or by a comparison cell, would
 work nowhere but in a kernel that ran the whole page. :func:`undefined_names`
 runs pyflakes over the part's code cells joined in page order and reports
 every name read before anything binds it, with the page line of its cell.
-The build refuses such a page (:mod:`rosetta_book.sphinx_extension`).
+The build refuses such a page (:func:`check_page`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .page import Page
+from .page import Page, PageError
 
 #: Names a Jupyter kernel defines for every notebook.
 KERNEL_BUILTINS = ("display", "get_ipython")
@@ -49,8 +49,22 @@ def undefined_names(page: Page, framework: str) -> list[UndefinedName]:
         cell = max((start for start in starts if start[0] <= (error.lineno or 1)), default=(1, 0))
         raise SyntaxError(f"{page.where(cell[1])}: {error.msg}") from None
     found = []
-    for message in checker.Checker(tree, filename=str(page.path), builtins=KERNEL_BUILTINS).messages:
+    borrowed = (page.borrows[2],) if page.borrows else ()  # the name the part's opening cell sets
+    for message in checker.Checker(tree, filename=str(page.path), builtins=KERNEL_BUILTINS + borrowed).messages:
         if isinstance(message, messages.UndefinedName):
             cell = max(start for start in starts if start[0] <= message.lineno)
             found.append(UndefinedName(str(page.path), page.line(cell[1]), framework, message.message_args[0]))
     return found
+
+
+def check_page(page: Page) -> None:
+    """Refuse a page that breaks a convention (:meth:`Page.check`) or whose framework part
+    reads a name it never defines: a :class:`PageError` naming every such name."""
+    page.check()
+    try:
+        problems = [str(found) for framework in page.tagged_frameworks()
+                    for found in undefined_names(page, framework)]
+    except SyntaxError as error:
+        raise PageError(str(error)) from None
+    if problems:
+        raise PageError("\n".join(problems))

@@ -15,7 +15,12 @@ A page is one MyST notebook. Its cells play one of three roles:
 
 The front matter declares the page's frameworks (``frameworks: [...]``,
 default all five) and the names each framework part leaves for the
-comparisons (``tab_results: [...]``).
+comparisons (``tab_results: [...]``). A page built on another page's code
+declares it (``borrows: {page: cifar10_cnn.md, until: Training, name:
+CIFAR_CODE}``): each of its framework parts then opens with a cell that sets
+``name`` to the text of the other page's part of that framework, up to the
+section ``until`` (:meth:`Page.borrowed_cell`), so that its download carries
+that code and runs where the other page is not.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from rosetta_utils import FRAMEWORKS
+from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
 from rosetta_utils.frameworks import UnknownFrameworkError, parse_framework_list
 
 #: Tag of the cells that only compare frameworks.
@@ -124,6 +129,38 @@ class Page:
     def tab_results(self) -> tuple[str, ...]:
         """The names every framework part must leave for the comparison cells."""
         return tuple(_front_matter_list(self.notebook, "tab_results") or ())
+
+    @property
+    def borrows(self) -> tuple[Path, str, str] | None:
+        """The front matter's ``borrows``: (the other page, the section before which its code
+        stops, the name that holds it), or ``None``."""
+        borrows = self.notebook.metadata.get("borrows")
+        if borrows is None:
+            return None
+        if not isinstance(borrows, dict) or set(borrows) != {"page", "until", "name"}:
+            raise PageError(f"{self.path}: front matter 'borrows' must have exactly 'page', "
+                            f"'until' and 'name' (got {borrows!r})")
+        name = str(borrows["name"])
+        if not name.isidentifier():
+            raise PageError(f"{self.path}: front matter 'borrows': name {name!r} is not a Python name")
+        return self.path.parent / str(borrows["page"]), str(borrows["until"]), name
+
+    def borrowed_cell(self, framework: str) -> str | None:
+        """The cell that opens ``framework``'s part of a page that ``borrows`` another
+        page's code (see the module's note), or ``None``; the build, the downloads and
+        the chapter loader all run this same cell."""
+        if self.borrows is None:
+            return None
+        path, until, name = self.borrows
+        other = Page.read(path)
+        code = "\n\n".join(source for _, source in other.code_cells(other.framework_part(framework, until)))
+        if "'''" in code:
+            raise PageError(f"{other.path}: its {framework} code up to {until!r} cannot be quoted "
+                            f"with r''' for {self.path}")
+        title = FRAMEWORK_TITLES[framework]
+        return (f"# {other.path.name}'s {title} code up to its {until} section (the book copies it\n"
+                f"# in from that page when it builds this one): what {name} holds.\n"
+                f"{name} = r'''{code}\n'''")
 
     def line(self, index: int) -> int:
         return cell_line(self.notebook, index)
