@@ -196,6 +196,26 @@ def test_a_killed_worker_ends_the_run_with_an_error_naming_it(launchers, framewo
 
 
 @pytest.mark.parametrize("framework", FAULT_PARAMS)
+def test_a_worker_that_raises_shows_its_own_traceback(launchers, framework, tmp_path):
+    """The workers run the CIFAR-10 code the tab wrote (CIFAR_PART) first: a planted
+    fault there must reach the error through the launcher with the worker's traceback."""
+    namespace = launchers[framework]
+    broken = tmp_path / "cifar10_broken.py"
+    broken.write_text('raise ValueError("a planted fault in the chapter code")\n')
+    written = namespace["CIFAR_PART"]
+    namespace["CIFAR_PART"] = broken
+    try:
+        with pytest.raises(WorkerError) as error:
+            namespace["launch"](2, namespace["STEPS"])
+    finally:
+        namespace["CIFAR_PART"] = written
+    assert error.value.framework == framework
+    assert "ValueError: a planted fault in the chapter code" in str(error.value)
+    assert "cifar10_broken.py" in str(error.value)
+    assert _left_over(namespace) == []
+
+
+@pytest.mark.parametrize("framework", FAULT_PARAMS)
 def test_a_taken_port_gives_a_clear_error(launchers, framework):
     namespace = launchers[framework]
     before = set(descendants(os.getpid()))

@@ -150,6 +150,40 @@ def test_a_launcher_report_names_the_failed_rank():
     assert error.value.worker == "worker 1 (reported by the launcher (demo))"
 
 
+def test_a_worker_traceback_above_the_launcher_summary_reaches_the_error():
+    """torchrun prints each worker's traceback, prefixed with its rank, then a traceback of
+    its own and its summary naming the first rank that failed: the error shows that
+    rank's own exception, not the launcher's."""
+    report = python("""
+        import sys
+        for rank in (0, 1):
+            print(f"[rank{rank}]: Traceback (most recent call last):", file=sys.stderr)
+            print(f'[rank{rank}]:   File "worker.py", line 3, in <module>', file=sys.stderr)
+            print(f"[rank{rank}]: ValueError: rank {rank}'s own reason", file=sys.stderr)
+        print("Traceback (most recent call last):")
+        print('  File "torchrun", line 8, in <module>')
+        print("ChildFailedError: ")
+        print("Root Cause (first observed failure):")
+        print("  rank      : 1 (local_rank: 1)")
+        for line in range(20):
+            print(f"summary line {line}")
+        raise SystemExit(1)
+    """)
+    with pytest.raises(WorkerError) as error:
+        run_processes("demo", [Process("launcher (demo)", report)])
+    message = str(error.value)
+    assert error.value.worker == "worker 1 (reported by the launcher (demo))"
+    assert ("The worker's traceback:\nTraceback (most recent call last):\n"
+            '  File "worker.py", line 3, in <module>\n'
+            "ValueError: rank 1's own reason\nIts last output:") in message
+    assert "ChildFailedError" not in message and message.endswith("summary line 19")
+    plain = python("raise ValueError('seen in the last lines')")
+    with pytest.raises(WorkerError) as error:
+        run_processes("demo", [Process("worker 0", plain)])
+    assert "The worker's traceback" not in str(error.value)  # the last lines show it already
+    assert "ValueError: seen in the last lines" in str(error.value)
+
+
 def test_a_rank_the_launcher_hides_is_still_a_failure():
     """MPICH's mpiexec.gforker exits with 0 even when a rank was killed; its report
     of each rank's end names the rank; the ones it stopped itself (Interrupt, Quit) do not."""

@@ -10,7 +10,9 @@ or the run passes its time limit, every process group is killed at once, so
 nothing is left behind, and a :class:`WorkerError` names the framework and
 the process: its name, or for a launcher that starts the workers itself
 (torchrun, mpiexec) the rank the launcher reports, or the rank of a stopped
-worker below it. A port another program holds gives a :class:`PortInUse`;
+worker below it. The error shows the process's last lines and, where a
+worker's Python traceback is in its output but above those lines (a
+launcher's summary follows it), that traceback too. A port another program holds gives a :class:`PortInUse`;
 :func:`on_free_ports` checks the ports a caller gives and retries a run on
 fresh ports when the ones it chose were taken in between.
 """
@@ -168,6 +170,47 @@ def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+#: torchrun prefixes each line a worker writes to stderr with its rank: "[rank1]: ...".
+_RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:\s?")
+
+
+def _traceback(text: str, rank: str | None = None) -> str | None:
+    """A worker's Python traceback in a process's output, up to its exception line; a
+    launcher's lines come after its workers', and torchrun prefixes a worker's lines with
+    its rank: the traceback of ``rank`` if there is one, else of the first rank that has
+    one, else the last traceback of the output. ``None`` if there is none."""
+    lines = []
+    for line in text.splitlines():
+        prefix = _RANK_PREFIX.match(line)
+        lines.append((prefix.group(1) if prefix else None, line[prefix.end():] if prefix else line))
+    starts = {}  # the last traceback of each prefix: the end of a chain of exceptions
+    for number, (who, line) in enumerate(lines):
+        if line.startswith("Traceback (most recent call last):"):
+            starts[who] = number
+    if not starts:
+        return None
+    ranked = [who for who in starts if who is not None]
+    who = rank if rank in starts else (ranked[0] if ranked else None)
+    found = []
+    for line_rank, line in lines[starts[who]:]:
+        if line_rank != who:
+            continue
+        found.append(line)
+        if len(found) > 1 and line and not line[0].isspace():
+            break  # the exception's own line ends a traceback
+    return "\n".join(found)
+
+
+def _last_output(text: str, culprit: str = "") -> str:
+    """A failed process's last lines, after the failed worker's traceback when those lines
+    do not show it (a launcher's summary follows it)."""
+    rank = re.match(r"worker (\d+)", culprit)
+    tail, traceback = _tail(text), _traceback(text, rank.group(1) if rank else None)
+    if traceback is None or traceback in tail:
+        return f"Its last output:\n{tail}"
+    return f"The worker's traceback:\n{traceback}\nIts last output:\n{tail}"
+
+
 def _process_state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -235,8 +278,8 @@ def run_processes(framework: str, processes: Sequence[Process], silence: float =
                 kind = PortInUse if _PORT_TAKEN.search(text) else WorkerError
                 raise kind(
                     f"{framework}: {who} {_describe_exit(first.popen.returncode)}; "
-                    f"the run was stopped and its processes killed. Its last "
-                    f"output:\n{_tail(text)}", framework, who, outputs)
+                    f"the run was stopped and its processes killed. "
+                    f"{_last_output(text, who)}", framework, who, outputs)
             if all(code == 0 for code in codes):
                 for process in running:
                     process.reap()
@@ -248,8 +291,7 @@ def run_processes(framework: str, processes: Sequence[Process], silence: float =
                         who = _culprit(process)
                         raise WorkerError(
                             f"{framework}: {who} {reported[0][1]}; the run was "
-                            f"stopped. Its last output:\n"
-                            f"{_tail(outputs[process.spec.name])}",
+                            f"stopped. {_last_output(outputs[process.spec.name], who)}",
                             framework, who, outputs)
                 return outputs
             now = time.monotonic()
