@@ -75,6 +75,22 @@ def test_the_import_check_sees_an_engine_import(tmp_path):
     assert "rosetta_utils.page" in next(v for k, v in names.items() if k.endswith("fetch.py"))
 
 
+#: An import of the build engine anywhere in a cell, a worker script written as a string included.
+ENGINE_IMPORT = re.compile(r"^\s*(?:from|import)\s+rosetta_book\b", re.MULTILINE)
+
+
+def test_no_page_imports_the_build_engine():
+    """Pages and their downloads import ``rosetta_utils`` only: a reader has no engine."""
+    pages = sorted((ROOT / "book").rglob("*.md"))
+    assert len(pages) > 20
+    found = [f"{page.where(index)}" for path in pages for page in [Page.read(path)]
+             for index, cell in enumerate(page.notebook.cells)
+             if cell.cell_type == "code" and ENGINE_IMPORT.search(cell.source)]
+    assert found == []
+    planted = "SCRIPT.write_text('''\nimport os\n    from rosetta_book.chapter import load_chapter\n''')"
+    assert ENGINE_IMPORT.search(planted) and not ENGINE_IMPORT.search("# rosetta_book.bench times it")
+
+
 def test_the_engine_imports_rosetta_utils_and_its_own_modules_only_by_their_names():
     """The engine reaches the pages' helpers as ``rosetta_utils``: no relative import of a
     helper module that moved (it would resolve to a missing ``rosetta_book.<name>``)."""

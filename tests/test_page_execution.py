@@ -51,6 +51,20 @@ def test_an_unselected_framework_is_not_executed(write_page):
     assert outputs_of(executed.notebook)[1] == "" and outputs_of(executed.notebook)[-1] == "{'jax': 2}\n"
 
 
+def test_a_part_runs_as_its_download_would_in_an_empty_folder(write_page):
+    """Nothing beside the page reaches a part: it runs in a folder of its own, so a page
+    that reads a file next to it (its own source, another page) cannot build."""
+    write_page("beside.txt", "a file next to the page")
+    path = write_page("alone.md", myst_page("Alone", code_cell("import os\nprint(os.listdir())", "jax"),
+                                            front_matter_extra="frameworks: [jax]\n"))
+    executed = execute_page(Page.read(path), ["jax"], log=lambda line: None)
+    assert outputs_of(executed.notebook) == ["[]\n"]
+    failing = write_page("reads.md", myst_page("Reads", code_cell("open('beside.txt').read()", "jax"),
+                                               front_matter_extra="frameworks: [jax]\n"))
+    with pytest.raises(PageExecutionError, match="FileNotFoundError.*beside.txt"):
+        execute_page(Page.read(failing), ["jax"], log=lambda line: None)
+
+
 def test_a_failing_comparison_names_its_line(write_page):
     text = myst_page("Bad", code_cell("value = 1", "jax"), code_cell("1 / 0", "comparison"),
                      front_matter_extra="frameworks: [jax]\ntab_results: [value]\n")
@@ -79,3 +93,35 @@ def test_a_kernel_started_by_myst_nb_itself_refuses_every_cell(tmp_path):
     env = dict(environment("none"), PYTHONSTARTUP=str(Path(guard.__file__)))
     with pytest.raises(Exception, match="MyST-NB started executing a page itself"):
         run_notebook(notebook, tmp_path, env, timeout=120)
+
+
+def test_the_cache_fingerprint_follows_what_a_part_runs_and_only_that(tmp_path, monkeypatch):
+    """A changed helper, execution module or constraints file re-executes the pages; a
+    changed Sphinx adapter or bench does not (a copy of both packages, edited)."""
+    import shutil
+
+    import rosetta_utils
+    from rosetta_book import environments, page_execution
+
+    source = Path(page_execution.__file__).parents[1]
+    root = tmp_path / "root"
+    for package in ("rosetta_utils", "rosetta_book"):
+        shutil.copytree(source / package, root / "src" / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(environments.ROOT / "environments", root / "environments")
+    monkeypatch.setattr(rosetta_utils, "__file__", str(root / "src" / "rosetta_utils" / "__init__.py"))
+    monkeypatch.setattr(page_execution, "__file__", str(root / "src" / "rosetta_book" / "page_execution.py"))
+    monkeypatch.setattr(environments, "ROOT", root)
+    seen = [page_execution.helpers_fingerprint()]
+
+    def edit(relative):
+        path = root / relative
+        path.write_text(path.read_text() + "\n# edited\n")
+        seen.append(page_execution.helpers_fingerprint())
+        return seen[-1] != seen[-2]
+
+    assert not edit("src/rosetta_book/sphinx_extension.py")
+    assert not edit("src/rosetta_book/bench/__init__.py")
+    assert edit("src/rosetta_utils/timing.py")
+    assert edit("src/rosetta_book/downloads.py")
+    assert edit("src/rosetta_book/one_framework/sitecustomize.py")
+    assert edit("environments/legacy.txt")

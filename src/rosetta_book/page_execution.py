@@ -98,8 +98,12 @@ def _failure(page: Page, part: str, notebook: Any, origins: list[int | None], er
     for position, cell in enumerate(notebook.cells):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                origin = origins[position] if position < len(origins) else None
-                where = page.where(origin) if origin is not None else f"{page.path} (after its last cell)"
+                if position >= len(origins):
+                    where = f"{page.path} (after its last cell)"
+                elif origins[position] is None:
+                    where = f"{page.path} (cell {position + 1} of the {part} download, which the book adds)"
+                else:
+                    where = page.where(origins[position])
                 traceback = "\n".join(output.get("traceback", []))
                 detail = f"{output.get('ename')}: {output.get('evalue')}\n{_strip_ansi(traceback)}"
                 break
@@ -209,7 +213,7 @@ def framework_parts_cache(base: str | Path) -> Path:
     return Path(base) / execution_cache_name() / "framework-parts"
 
 
-def run_framework_part(page: Page, framework: str, results_folder: Path, cache: Any | None,
+def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | None,
                        timeout: int = DEFAULT_TIMEOUT, log_folder: Path | None = None) -> PartRun:
     """Execute (or take from ``cache``) ``framework``'s part; its results land in ``results_folder``."""
     from jupyter_cache.base import CacheBundleIn
@@ -224,8 +228,10 @@ def run_framework_part(page: Page, framework: str, results_folder: Path, cache: 
     with tempfile.TemporaryDirectory(prefix=f"rosetta-{framework}-") as scratch:
         executed = copy.deepcopy(download)
         executed.cells.append(_save_cell(page, framework, Path(scratch)))
+        alone = Path(scratch) / "download"  # an empty folder: the page is not beside it
+        alone.mkdir()
         try:
-            seconds = run_notebook(executed, page.path.parent, kernel_environment(framework), timeout,
+            seconds = run_notebook(executed, alone, kernel_environment(framework), timeout,
                                    _native_log(log_folder, page, framework), require_python(framework))
         except Exception as error:
             raise _failure(page, title, executed, origins, error) from None
@@ -276,7 +282,7 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
     executed = ExecutedPage(page, merged)
     with tempfile.TemporaryDirectory(prefix="rosetta-tab-results-") as folder:
         for framework in frameworks:
-            part = run_framework_part(page, framework, Path(folder), cache, timeout, log_folder)
+            part = execute_part(page, framework, Path(folder), cache, timeout, log_folder)
             part.environment = dict(load_tab_results(folder)[framework].environment)
             log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
                 f"({part.seconds:.1f} s)")
@@ -297,17 +303,29 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
     return executed
 
 
+#: The engine's modules that decide what a part runs and how: the notebook it executes
+#: (page, downloads), its kernel, folder and guard (environments, one_framework, this
+#: module). The Sphinx adapter, the loader, bench and the device check do not.
+EXECUTION_MODULES = ("page.py", "downloads.py", "page_execution.py", "environments.py", "one_framework")
+
+
 def helpers_fingerprint() -> str:
-    """A digest of the source files of ``rosetta_utils`` and of this engine, and of the
-    environments' constraints: the pages' outputs depend on them too."""
+    """A digest of the source files of ``rosetta_utils``, of the engine's
+    :data:`EXECUTION_MODULES` and of the environments' constraints: the pages' outputs
+    depend on them too."""
     import rosetta_utils
 
     from .environments import ROOT
 
+    engine = Path(__file__).parent
+    sources = {"rosetta_utils": sorted(Path(rosetta_utils.__file__).parent.rglob("*.py")),
+               engine.name: sorted(path for name in EXECUTION_MODULES for path in
+                                   ([engine / name] if name.endswith(".py") else (engine / name).rglob("*.py")))}
     digest = hashlib.sha256()
-    for package in (Path(rosetta_utils.__file__).parent, Path(__file__).parent):
-        for path in sorted(package.rglob("*.py")):
-            digest.update(f"{package.name}/{path.relative_to(package).as_posix()}".encode())
+    for package, paths in sources.items():
+        base = Path(rosetta_utils.__file__).parent if package == "rosetta_utils" else engine
+        for path in paths:
+            digest.update(f"{package}/{path.relative_to(base).as_posix()}".encode())
             digest.update(path.read_bytes())
     for path in sorted((ROOT / "environments").glob("*.txt")):
         digest.update(path.name.encode())
