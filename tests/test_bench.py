@@ -1,6 +1,8 @@
 """The benchmark's arithmetic, its choice of the page's configuration, and its comparison
 of configurations (the timings themselves are not targets of any test)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,29 +11,52 @@ from rosetta_book.bench import (TASKS, compare_configurations, compare_inference
                                  resnet50_flops, summarize, time_page_configurations)
 from rosetta_book.bench.peak import measure_matmul_flops
 from rosetta_book.bench.tasks import Task
+from rosetta_book.chapter import load_chapter
+
+from conftest import IN_PROCESS, smoke_offline
+
+ROOT = Path(__file__).parents[1]
 
 
-def test_cifar10_model_flops_match_a_hand_count():
+@pytest.fixture(scope="module")
+def declared():
+    """Each task page's namespace up to the sections that declare its sizes, loaded through
+    the page's own cells (any framework: the sizes are in shared cells)."""
+    framework = IN_PROCESS[0]
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        return {name: load_chapter(ROOT / TASKS[name].page, framework, until=until)
+                for name, until in (("cifar10", "Training"), ("imdb", "Data"), ("resnet50", "Model"))}
+
+
+def test_cifar10_model_flops_are_the_pages_and_match_a_hand_count(declared):
     # conv 3→50 and 50→50 at 32², 50→100 and 100→100 at 16², dense 6400→512→10; 2 FLOP per multiply-add
     by_hand = 2 * (32 * 32 * 50 * 3 * 9 + 32 * 32 * 50 * 50 * 9 + 16 * 16 * 100 * 50 * 9
                    + 16 * 16 * 100 * 100 * 9 + 6400 * 512 + 512 * 10)
-    assert model_flops_per_image("cifar10") == by_hand == 124_528_640
+    assert model_flops_per_image("cifar10", declared["cifar10"]) == by_hand == 124_528_640
+    assert declared["cifar10"]["PARAMETERS"] == 3_441_592
     with pytest.raises(ValueError, match="no FLOP count for task 'mnist'"):
-        model_flops_per_image("mnist")
+        model_flops_per_image("mnist", {})
+    with pytest.raises(ValueError, match="the cifar10 page declares no FLOP_PER_IMAGE"):
+        model_flops_per_image("cifar10", {})
 
 
-def test_imdb_model_flops_match_a_hand_count():
+def test_imdb_model_flops_follow_the_pages_sizes(declared):
     # per step, three gates of (2·125·100 + 2·100·100) FLOP; 150 steps; then Dense 100→2
     assert gru_flops(125, 100, 1) == 3 * (2 * 125 * 100 + 2 * 100 * 100) == 135_000
-    assert model_flops_per_image("imdb") == 150 * 135_000 + 2 * 100 * 2 == 20_250_400
+    assert model_flops_per_image("imdb", declared["imdb"]) == 150 * 135_000 + 2 * 100 * 2 == 20_250_400
+    shorter = {**declared["imdb"], "MAXLEN": 75}
+    assert model_flops_per_image("imdb", shorter) == 75 * 135_000 + 2 * 100 * 2
 
 
-def test_resnet50_flops_tell_the_variants_apart():
+def test_resnet50_flops_tell_the_variants_apart_and_take_the_pages_image_side(declared):
     assert round(resnet50_flops("v1") / 1e9, 1) == 7.7
     assert round(resnet50_flops("v1.5") / 1e9, 1) == 8.2
-    assert model_flops_per_image("resnet50") == resnet50_flops("v1")
+    assert model_flops_per_image("resnet50", declared["resnet50"]) == resnet50_flops("v1", 224)
     with pytest.raises(ValueError, match="'v2'"):
         resnet50_flops("v2")
+    with pytest.raises(ValueError, match="not square"):
+        model_flops_per_image("resnet50", {"images": np.zeros((2, 3, 224, 200))})
 
 
 def test_the_pages_configuration_is_the_alternative_its_builder_defaults_to():
@@ -110,7 +135,7 @@ def test_numpy_has_a_matmul_path():
 
 def test_the_summary_takes_the_peak_over_every_path_and_flags_a_missed_target():
     measured = {"jax": {
-        "page_configuration": "jit", "data": "stand-in",
+        "page_configuration": "jit", "data": "stand-in", "flops_per_item": 124_528_640,
         "matmul_flops": {"jax.numpy.dot (XLA)": 2e11},
         "timings": {"jit": {"seconds": [0.3, 0.3], "items": 64}, "no jit": {"seconds": [0.2, 0.2], "items": 64}},
     }}
@@ -118,8 +143,12 @@ def test_the_summary_takes_the_peak_over_every_path_and_flags_a_missed_target():
     assert report["peak_flops"] == 2e11
     result = report["frameworks"]["jax"]
     assert result["fastest_configuration"] == "no jit" and result["ratio"] == pytest.approx(1.5)
+    assert report["model_flops_per_item"] == 3 * 124_528_640  # a training step
     text = format_report(report)
     assert "jax: page / fastest = 1.50 (MISSES the target" in text and "jit *" in text
+    other = {**measured["jax"], "flops_per_item": 1}
+    with pytest.raises(ValueError, match="parts declare different model sizes"):
+        summarize("cifar10", {"jax": measured["jax"], "pytorch": other}, {})
 
 
 def test_resnet50_peak_targets_name_the_leader_and_spare_chainer():

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -83,6 +82,7 @@ def run_framework(task_name: str, framework: str, repeats: int) -> dict[str, Any
                     for name, (timing, items) in timings.items()},
         "matmul_flops": measure_matmul_flops(framework),
         "data": namespace["data"].source,
+        "flops_per_item": model_flops_per_image(task_name, namespace),
     }
 
 
@@ -107,8 +107,12 @@ def summarize(task: str, measured: Mapping[str, Mapping[str, Any]], numpy_rates:
     for result in measured.values():
         rates.update(result["matmul_flops"])
     peak = max(rates.values())
-    flops_per_item = model_flops_per_image(task) * (3 if TASKS[task].training else 1)
-    report: dict[str, Any] = {"task": task, "peak_flops": peak, "matmul_flops": rates, "frameworks": {}}
+    counts = {framework: result["flops_per_item"] for framework, result in measured.items()}
+    if len(set(counts.values())) != 1:
+        raise ValueError(f"the {task} page's parts declare different model sizes: FLOP per item {counts}")
+    flops_per_item = next(iter(counts.values())) * (3 if TASKS[task].training else 1)
+    report: dict[str, Any] = {"task": task, "peak_flops": peak, "matmul_flops": rates,
+                              "model_flops_per_item": flops_per_item, "frameworks": {}}
     for framework, result in measured.items():
         timings = {name: (Timing(tuple(t["seconds"])), t["items"]) for name, t in result["timings"].items()}
         per_item = {name: timing.median / items for name, (timing, items) in timings.items()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from rosetta_utils.transplant import RESNET50_STAGES
 
 
@@ -53,21 +55,29 @@ def gru_flops(input_size: int, hidden_size: int, steps: int) -> int:
     return steps * 3 * (2 * input_size * hidden_size + 2 * hidden_size * hidden_size)
 
 
-def model_flops_per_image(task: str) -> int:
-    """Forward-pass FLOP per image (per review, for IMDB) of a task's model; a
+def model_flops_per_image(task: str, page: Mapping[str, Any]) -> int:
+    """Forward-pass FLOP per image (per review, for IMDB) of a task's model, from the
+    sizes its page declares (``page``: the namespace the chapter loader returns); a
     training step counts 3× that (forward, and a backward pass of twice the work).
 
-    IMDB: the GRU(125 → 100) over all 150 steps plus the Dense(100 → 2); an
-    embedding lookup does no arithmetic.
+    CIFAR-10: the page's ``FLOP_PER_IMAGE`` (its ``LAYERS`` table). IMDB: the
+    GRU (``EMBEDDING`` → ``HIDDEN``) over all ``MAXLEN`` steps plus the dense
+    ``HIDDEN`` → ``N_CLASSES``; an embedding lookup does no arithmetic.
+    ResNet-50: the v1 network on the page's images (their side, e.g. 224).
     """
+    def declared(name: str) -> Any:
+        if name not in page:
+            raise ValueError(f"the {task} page declares no {name}, which its FLOP count needs")
+        return page[name]
+
     if task == "imdb":
-        return gru_flops(125, 100, 150) + dense_flops(100, 2)
+        hidden = declared("HIDDEN")
+        return gru_flops(declared("EMBEDDING"), hidden, declared("MAXLEN")) + dense_flops(hidden, declared("N_CLASSES"))
     if task == "resnet50":
-        return resnet50_flops("v1")
+        sides = {side for side in declared("images").shape[1:] if side != 3}  # NCHW or NHWC
+        if len(sides) != 1:
+            raise ValueError(f"the resnet50 page's images are not square: {declared('images').shape}")
+        return resnet50_flops("v1", sides.pop())
     if task == "cifar10":
-        return (
-            conv2d_flops(32, 32, 3, 50, 3) + conv2d_flops(32, 32, 50, 50, 3)
-            + conv2d_flops(16, 16, 50, 100, 3) + conv2d_flops(16, 16, 100, 100, 3)
-            + dense_flops(100 * 8 * 8, 512) + dense_flops(512, 10)
-        )
+        return int(declared("FLOP_PER_IMAGE"))
     raise ValueError(f"no FLOP count for task {task!r}: expected one of cifar10, imdb, resnet50")
