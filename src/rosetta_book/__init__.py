@@ -8,10 +8,12 @@ is never imported by a page:
 - :mod:`.downloads`: each framework's part of a page as a notebook and a script;
 - :mod:`.environments`: which Python environment runs which framework;
 - :mod:`.page_execution`: every part in a kernel of its own environment, then
-  the comparisons, cached with jupyter-cache;
+  the comparisons, each part cached with jupyter-cache;
+- :mod:`.build_cache`: a page's merged outputs, reused while its code is unchanged;
+- :mod:`.build_report`: what the site says of its build (build line, table);
 - :mod:`.chapter`: the loader tests and benchmarks run a page's code through;
-- :mod:`.name_check`: names a part reads but never defines;
-- :mod:`.sphinx_extension`: the thin Sphinx adapter (tabs, build line, links);
+- :mod:`.name_check`: the checks a page must pass to build;
+- :mod:`.sphinx_extension`: the thin Sphinx adapter (events, tabs, links);
 - :mod:`.bench` and :mod:`.gpu_check`: the benchmark and the device check.
 
 It imports :mod:`rosetta_utils`; :mod:`rosetta_utils` never imports it.

@@ -1,4 +1,9 @@
-"""Sphinx extension: execute pages part by part, and show their framework cells as synced tabs.
+"""The Sphinx adapter: the book's pages executed part by part, shown as synced tabs.
+
+The work is done elsewhere; this module connects it to Sphinx's events and
+docutils' nodes: the page cache (:mod:`rosetta_book.build_cache`), the checks
+(:mod:`rosetta_book.name_check`), the downloads (:mod:`rosetta_book.downloads`)
+and what the site says of its build (:mod:`rosetta_book.build_report`).
 
 Authors write ordinary top-level code cells and tag each with one framework
 (``:tags: [pytorch]``) or with ``comparison`` (see :mod:`rosetta_book.page`).
@@ -33,10 +38,9 @@ output.
 
 from __future__ import annotations
 
-import os
 import html
+import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +51,13 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS, __version__
-from .page import Page, PageError
-from .page_execution import execution_cache_name
 from rosetta_utils.profile import build_plan, current_profile, executed_frameworks
+
+from .build_cache import cache_folder, outputs_for
+from .build_report import (EXECUTION_HEADERS, banner_text, comparison_caption, devices_by_framework,
+                           execution_rows, front_matter_list, where_it_ran)
+from .name_check import check_page
+from .page import Page, PageError
 
 LOGGER = logging.getLogger(__name__)
 #: Front matter ``rosetta_execute: every-build``: see :func:`_every_build_pages`.
@@ -98,84 +106,26 @@ def _on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
     if selected != FRAMEWORKS:
         source[0] = skip_unselected_cells(source[0], selected)
     page = Page(path, reader.read(source[0]))
-    check_page(page)
+    try:
+        check_page(page)
+    except PageError as error:
+        raise ExtensionError(str(error)) from None
     if app.config.rosetta_execution_mode != "off" and any(c.cell_type == "code" for c in page.notebook.cells):
         every_build = page.notebook.metadata.get("rosetta_execute") == EVERY_BUILD
         _execute(app, page, [name for name in page.tagged_frameworks() if name in selected],
                  force=app.config.rosetta_execution_mode == "force" or every_build)
 
 
-def check_page(page: Page) -> None:
-    """Refuse a page that breaks a convention or whose framework part reads a name it
-    never defines (each framework's part must run on its own)."""
-    from .name_check import undefined_names
-
-    try:
-        page.check()
-        problems = [str(found) for framework in page.tagged_frameworks()
-                    for found in undefined_names(page, framework)]
-    except (PageError, SyntaxError) as error:
-        raise ExtensionError(str(error)) from None
-    if problems:
-        raise ExtensionError("\n".join(problems))
-
-
 def _execute(app: Sphinx, page: Page, frameworks: list[str], force: bool = False) -> None:
-    """Execute the page part by part unless MyST-NB's cache already holds its outputs
-    (or ``force``), and put the merged outputs there for MyST-NB to render."""
-    from jupyter_cache import get_cache
-    from jupyter_cache.base import CacheBundleIn
-
-    from .page_execution import execute_page
-
-    cache_path = Path(app.env.mystnb_config.execution_cache_path)
-    cache = get_cache(cache_path)
-    docname = app.env.docname
-    if not force:
-        try:
-            record = cache.match_cache_notebook(page.notebook)
-        except KeyError:
-            record = None
-        if record is not None:  # executed by an earlier build with the same code, profile and helpers
-            try:
-                cached = cache.get_cache_bundle(record.pk).nb
-            except Exception as error:  # a truncated or unreadable entry is a miss: run the page again
-                # Said as a warning, logged as information: with -W a Sphinx warning would
-                # stop the build that this miss lets go on.
-                LOGGER.info(f"WARNING: {page.path}: its cached outputs (jupyter-cache entry {record.pk} "
-                            f"in {cache_path}) cannot be read ({type(error).__name__}: {error}); executing "
-                            "it again and replacing the entry")
-                cache.remove_cache(record.pk)
-            else:
-                _parts_of(app.env)[docname] = record.data.get("rosetta_parts", {})
-                _stand_ins_of(app.env)[docname] = _rests_on_stand_ins(cached)
-                return
-    parts_cache = None if force else get_cache(cache_path / "framework-parts")
-    executed = execute_page(page, frameworks, parts_cache,
-                            timeout=app.config.nb_execution_timeout or 1800,
-                            log=lambda line: LOGGER.info(line), log_folder=Path(app.outdir).parent / "logs")
-    parts = {part.name: {"seconds": round(part.seconds, 2), "cached": part.cached,
-                         "environment": part.environment} for part in executed.parts}
-    _parts_of(app.env)[docname] = parts
-    _stand_ins_of(app.env)[docname] = _rests_on_stand_ins(executed.notebook)
-    cache.cache_notebook_bundle(
-        CacheBundleIn(executed.notebook, str(page.path),
-                      data={"execution_seconds": executed.seconds, "rosetta_parts": parts}),
-        check_validity=False, overwrite=True,
-    )
-
-
-def _rests_on_stand_ins(notebook: Any) -> bool:
-    """Whether a page's outputs show that it ran on a synthetic stand-in (whose source line,
-    which every data page prints, starts with STAND_IN_MARK)."""
-    from rosetta_utils.data.standins import STAND_IN_MARK
-
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            text = output.get("text", "") or "".join(str(v) for v in output.get("data", {}).values())
-            if STAND_IN_MARK in str(text):
-                return True
-    return False
+    """Put the page's merged outputs into MyST-NB's cache (:mod:`rosetta_book.build_cache`)
+    and keep what the build line and the execution table say of it."""
+    # A cache entry that cannot be read is said as a warning but logged as information:
+    # with -W a Sphinx warning would stop the build that this miss lets go on.
+    outputs = outputs_for(page, frameworks, app.env.mystnb_config.execution_cache_path, force,
+                          timeout=app.config.nb_execution_timeout or 1800, log=lambda line: LOGGER.info(line),
+                          log_folder=Path(app.outdir).parent / "logs")
+    _parts_of(app.env)[app.env.docname] = outputs.parts
+    _stand_ins_of(app.env)[app.env.docname] = outputs.rests_on_stand_ins
 
 
 def _stand_ins_of(env: Any) -> dict[str, bool]:
@@ -203,25 +153,12 @@ def _cell_framework(cell: nodes.container) -> str | None:
     return found[0] if found else None
 
 
-def _listed(value: Any) -> list[str]:
-    """A front-matter list, which docinfo may hold as its YAML text (``'["a", "b"]'``)."""
-    if isinstance(value, str):
-        import yaml
-
-        value = yaml.safe_load(value) if value.strip().startswith("[") else [value]
-    return [str(item) for item in value]
-
-
 def declared_frameworks(app: Sphinx, docname: str) -> tuple[str, ...]:
     """The frameworks a page declares in its front matter (``frameworks:``), default all."""
     from rosetta_utils.frameworks import parse_framework_list
 
     value = app.env.metadata.get(docname, {}).get("frameworks")
-    if value is None:
-        return FRAMEWORKS
-    if isinstance(value, str):  # docinfo may hold the YAML list as text: '["pytorch", "jax"]'
-        value = [item.strip().strip("'\"") for item in value.strip().strip("[]").split(",")]
-    return parse_framework_list(",".join(value))
+    return FRAMEWORKS if value is None else parse_framework_list(",".join(front_matter_list(value)))
 
 
 def _tab_item(framework: str, children: list[nodes.Node], note: str | None = None) -> nodes.container:
@@ -289,20 +226,6 @@ def _regroup(parent: nodes.Element, declared: tuple[str, ...]) -> None:
         parent.insert(position, tab_set)
 
 
-def _where_it_ran(part: dict[str, Any] | None, title: str) -> str:
-    if not part:
-        return f" This build did not execute the {title} part."
-    env = part.get("environment") or {}
-    versions = ", ".join(f"{name} {version}" for name, version in env.get("versions", {}).items())
-    cached = ", from the execution cache" if part.get("cached") else ""
-    device = env.get("device", "an unknown device")
-    details = f"{versions}; {env.get('threads', '?')} threads"
-    if device.startswith("not checked"):  # the part made no array to read a device from
-        return (f" This build ran it ({details}; it made no {title.split()[0].lower()} array, so no "
-                f"device to report) in {part.get('seconds', 0):.0f} s{cached}.")
-    return f" This build ran it on {device} ({details}) in {part.get('seconds', 0):.0f} s{cached}."
-
-
 def _download_line(app: Sphinx, docname: str, declared: tuple[str, ...]) -> nodes.container:
     """A synced tab set under the title: each framework's download of this page, and
     where this build ran that framework's part."""
@@ -323,7 +246,7 @@ def _download_line(app: Sphinx, docname: str, declared: tuple[str, ...]) -> node
             target = relative_uri(here, f"{SITE_FOLDER}/{stem}-{framework}.{suffix}")
             paragraph += nodes.reference("", kind, refuri=target, classes=["rosetta-download"])
         paragraph += nodes.Text(" (its prose, shared cells and own cells; it runs on its own).")
-        paragraph += nodes.inline("", _where_it_ran(parts.get(framework), title), classes=["rosetta-ran-on"])
+        paragraph += nodes.inline("", where_it_ran(parts.get(framework), title), classes=["rosetta-ran-on"])
         items.append(_tab_item(framework, [paragraph]))
     return _tab_set(["rosetta-downloads"], items)
 
@@ -332,35 +255,14 @@ class build_banner(nodes.General, nodes.Element):
     """Placeholder for the line under every page's title that says what build this is."""
 
 
-def banner_text(profile: str, stand_in_pages: list[str], devices: dict[str, list[str]],
-                facts: list[str] = ()) -> str:
-    """One line: the profile, the data, the facts pages declare of their build (front matter
-    ``build_facts``, e.g. ResNet-50's weights), where each framework ran."""
-    if stand_in_pages:
-        data = (f"synthetic stand-ins, not the real data sets ({len(stand_in_pages)} "
-                f"page{'s' if len(stand_in_pages) != 1 else ''}: no verified download was cached)")
-    else:
-        data = "the real data sets (verified downloads)"
-    ran = "; ".join(f"{FRAMEWORK_TITLES[name]} on {', '.join(sorted(set(found)))}"
-                    for name, found in devices.items()) or "no framework part executed"
-    declared = "".join(f"; {fact}" for fact in facts)
-    return f"This build: {profile} profile; data: {data}{declared}; ran: {ran}."
-
-
 def _fill_banners(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     placeholders = list(doctree.findall(build_banner))
     if not placeholders:
         return
-    devices: dict[str, list[str]] = {}
-    for parts in _parts_of(app.env).values():
-        for name, part in parts.items():
-            device = (part.get("environment") or {}).get("device")
-            if name in FRAMEWORKS and device and not device.startswith("not checked"):
-                devices.setdefault(name, []).append(device)
-    devices = {name: devices[name] for name in FRAMEWORKS if name in devices}
+    devices = devices_by_framework(_parts_of(app.env))
     stand_ins = sorted(page for page, used in _stand_ins_of(app.env).items() if used)
     facts = [fact for name in sorted(app.env.found_docs)
-             for fact in _listed(app.env.metadata.get(name, {}).get("build_facts", []))]
+             for fact in front_matter_list(app.env.metadata.get(name, {}).get("build_facts", []))]
     line = banner_text(current_profile(), stand_ins, devices, facts)
     for placeholder in placeholders:
         placeholder.replace_self(nodes.paragraph("", line, classes=["rosetta-banner"]))
@@ -379,14 +281,7 @@ class ExecutionTableDirective(Directive):
 
 def _fill_execution_tables(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     for placeholder in list(doctree.findall(execution_table)):
-        rows = []
-        for page, parts in sorted(_parts_of(app.env).items()):
-            total = sum(part.get("seconds", 0) for part in parts.values())
-            for name, part in parts.items():
-                rows.append([page, name, f"{part.get('seconds', 0):.1f}", "yes" if part.get("cached") else "no"])
-            if parts:
-                rows.append([page, "all parts", f"{total:.1f}", ""])
-        placeholder.replace_self(_table(["page", "part", "seconds", "from the cache"], rows))
+        placeholder.replace_self(_table(EXECUTION_HEADERS, execution_rows(_parts_of(app.env))))
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> nodes.table:
@@ -453,14 +348,6 @@ def _on_doctree_read(app: Sphinx, doctree: nodes.document) -> None:
         section.insert(1, build_banner(""))
 
 
-def comparison_caption(code: str) -> str:
-    """A comparison cell's caption: its first line if that is a comment, else a general one."""
-    first = code.strip().splitlines()[0] if code.strip() else ""
-    if first.startswith("#"):
-        return first.lstrip("#").strip()
-    return "Comparison across the frameworks (reads what each part left; in no download)"
-
-
 def _collapse(cell: nodes.container) -> None:
     """Fold a comparison cell's code under a one-line caption; its output stays open."""
     for child in list(cell.children):
@@ -500,14 +387,10 @@ def _on_config_inited(app: Sphinx, config: Any) -> None:
     # Any kernel MyST-NB itself starts refuses to run: pages execute part by part (_execute).
     os.environ["PYTHONSTARTUP"] = str(Path(__file__).with_name("myst_nb_guard.py"))
     base = Path(config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")
+    folder = cache_folder(base)  # one per profile, frameworks and helpers; older ones removed
     # A config value that changes with the cache makes Sphinx re-read every page.
-    config.rosetta_execution_key = execution_cache_name()
-    config.nb_execution_cache_path = str(base / config.rosetta_execution_key)
-    # Caches of the same profile and frameworks made with older helpers can never be used again.
-    stem = config.rosetta_execution_key.rsplit("-", 1)[0]
-    for stale in base.glob(f"{stem}-*"):
-        if stale.name != config.rosetta_execution_key and stale.name.rsplit("-", 1)[0] == stem:
-            shutil.rmtree(stale, ignore_errors=True)
+    config.rosetta_execution_key = folder.name
+    config.nb_execution_cache_path = str(folder)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

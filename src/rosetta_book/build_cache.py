@@ -1,0 +1,91 @@
+"""The build's page cache: a page's merged outputs, reused while its code is unchanged.
+
+MyST-NB renders a page from jupyter-cache, where :func:`outputs_for` puts the
+page's merged outputs: taken from the cache when an earlier build executed
+the same code under the same conditions, else executed part by part
+(:func:`rosetta_book.page_execution.execute_page`, whose framework parts have
+a cache of their own) and stored. Each profile, framework selection and set of
+helpers has its own cache folder (:func:`cache_folder`); older folders of the
+same profile and selection are removed, since nothing can use them again.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .page import Page
+from .page_execution import execute_page, execution_cache_name
+
+
+@dataclass(frozen=True)
+class PageOutputs:
+    """What the build line and the execution table need of one page's execution:
+    per part, its seconds, whether it came from the cache, and where it ran."""
+
+    parts: dict[str, dict[str, Any]]
+    rests_on_stand_ins: bool
+
+
+def cache_folder(base: str | Path) -> Path:
+    """This build's cache folder under ``base`` (named by :func:`execution_cache_name`);
+    removes the folders of the same profile and frameworks made with other helpers."""
+    base = Path(base)
+    name = execution_cache_name()
+    stem = name.rsplit("-", 1)[0]
+    for stale in base.glob(f"{stem}-*"):
+        if stale.name != name and stale.name.rsplit("-", 1)[0] == stem:
+            shutil.rmtree(stale, ignore_errors=True)
+    return base / name
+
+
+def rests_on_stand_ins(notebook: Any) -> bool:
+    """Whether a page's outputs show that it ran on a synthetic stand-in (whose source
+    line, which every data page prints, starts with STAND_IN_MARK)."""
+    from rosetta_utils.data.standins import STAND_IN_MARK
+
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            text = output.get("text", "") or "".join(str(v) for v in output.get("data", {}).values())
+            if STAND_IN_MARK in str(text):
+                return True
+    return False
+
+
+def outputs_for(page: Page, frameworks: list[str], folder: str | Path, force: bool, timeout: int,
+                log: Callable[[str], None], log_folder: Path | None = None) -> PageOutputs:
+    """Make sure jupyter-cache in ``folder`` holds ``page``'s merged outputs: reuse them
+    unless ``force``, else execute ``frameworks``' parts and the comparisons and store them.
+    An entry that cannot be read is a miss: logged, removed and replaced."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    folder = Path(folder)
+    cache = get_cache(folder)
+    if not force:
+        try:
+            record = cache.match_cache_notebook(page.notebook)
+        except KeyError:
+            record = None
+        if record is not None:  # executed by an earlier build with the same code, profile and helpers
+            try:
+                cached = cache.get_cache_bundle(record.pk).nb
+            except Exception as error:  # a truncated or unreadable entry: run the page again
+                log(f"WARNING: {page.path}: its cached outputs (jupyter-cache entry {record.pk} in "
+                    f"{folder}) cannot be read ({type(error).__name__}: {error}); executing it again "
+                    "and replacing the entry")
+                cache.remove_cache(record.pk)
+            else:
+                return PageOutputs(record.data.get("rosetta_parts", {}), rests_on_stand_ins(cached))
+    parts_cache = None if force else get_cache(folder / "framework-parts")
+    executed = execute_page(page, frameworks, parts_cache, timeout=timeout, log=log, log_folder=log_folder)
+    parts = {part.name: {"seconds": round(part.seconds, 2), "cached": part.cached,
+                         "environment": part.environment} for part in executed.parts}
+    cache.cache_notebook_bundle(
+        CacheBundleIn(executed.notebook, str(page.path),
+                      data={"execution_seconds": executed.seconds, "rosetta_parts": parts}),
+        check_validity=False, overwrite=True,
+    )
+    return PageOutputs(parts, rests_on_stand_ins(executed.notebook))
