@@ -170,6 +170,52 @@ def test_rosetta_utils_imports_with_only_its_declared_dependencies(tmp_path):
     assert numpy_version == importlib.metadata.version("numpy")
 
 
+def _interpreter(version: str) -> str | None:
+    """A working ``python3.X``: on the PATH, or among pyenv's versions (as the Makefile looks)."""
+    import glob
+
+    found = [shutil.which(f"python{version}")]
+    for root in filter(None, [os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv")]):
+        found += sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))
+    for candidate in filter(None, found):
+        if subprocess.run([candidate, "--version"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.13"])
+def test_a_reader_installs_rosetta_utils_alone_on_the_oldest_and_newest_python(version, tmp_path):
+    """The environments run Python 3.11 and 3.12; a reader may have 3.10 or 3.13. A fresh
+    virtual environment of that Python, ``pip install`` of the package's folder (numpy,
+    pooch and the rest from the registry, no framework), and every module imports."""
+    python = _interpreter(version)
+    if python is None:
+        pytest.skip(f"no Python {version} on this machine")
+    venv = tmp_path / "venv"
+    subprocess.run([python, "-m", "venv", str(venv)], check=True)
+    copy = tmp_path / "rosetta_utils"
+    shutil.copytree(UTILS, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(copy)],
+                               capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    code = (
+        "import pkgutil, importlib, numpy, rosetta_utils\n"
+        "skipped = {'rosetta_utils.gru.' + f for f in ('pytorch', 'tensorflow', 'jax', 'mxnet', 'chainer')}\n"
+        "names = [m.name for m in pkgutil.walk_packages(rosetta_utils.__path__, 'rosetta_utils.')]\n"
+        "for name in names:\n"
+        "    if name not in skipped:\n"
+        "        importlib.import_module(name)\n"
+        "print(len(names), numpy.__version__, rosetta_utils.__version__)\n"
+    )
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    count, numpy_version, version_installed = done.stdout.split()
+    import rosetta_utils
+
+    assert int(count) > 20 and version_installed == rosetta_utils.__version__
+    assert numpy_version.startswith("2."), "pip chose a numpy older than 2 for a new Python"
+
+
 def test_every_framework_has_one_environment():
     assert sorted(name for members in ENVIRONMENTS.values() for name in members) == sorted(FRAMEWORKS)
     assert environment_of("mxnet") == "legacy" and environment_of("jax") == "current"
