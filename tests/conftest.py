@@ -13,7 +13,7 @@ from local_http_server import LocalHTTPServer
 from rosetta_book.environments import ENVIRONMENTS, available_frameworks, check_environment, require_python
 from rosetta_book.one_framework import environment as one_framework_environment
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.frameworks import _use_stdlib_distutils, is_installed
+from rosetta_utils.frameworks import _use_stdlib_distutils, is_installed, selected_frameworks
 
 #: Which environment this test run is (``make unit-tests`` runs both): ``current`` runs
 #: every test; ``legacy`` runs only those marked ``legacy``, which import MXNet or Chainer
@@ -21,10 +21,33 @@ from rosetta_utils.frameworks import _use_stdlib_distutils, is_installed
 TEST_ENVIRONMENT = check_environment(os.environ.get("ROSETTA_TEST_ENVIRONMENT", "current"))
 LEGACY_FRAMEWORKS = ENVIRONMENTS["legacy"]
 
-#: Frameworks some environment here runs (a part runs in a process of its own environment).
-AVAILABLE = list(available_frameworks())
-#: Frameworks that import in this test process.
-IN_PROCESS = [name for name in FRAMEWORKS if is_installed(name)]
+#: The frameworks under test: the ones the build selects (``ROSETTA_FRAMEWORKS``, default
+#: all five). Each must run here; one that does not fails the suite at its start
+#: (:func:`pytest_configure`) instead of losing its tests without a word.
+SELECTED = selected_frameworks()
+#: The selected frameworks (a part runs in a process of its own environment).
+AVAILABLE = [name for name in SELECTED if name in available_frameworks()]
+#: The selected frameworks of this run's environment: they import in this test process.
+IN_PROCESS = [name for name in SELECTED if name in ENVIRONMENTS[TEST_ENVIRONMENT] and is_installed(name)]
+
+
+def missing_frameworks() -> list[str]:
+    """Selected frameworks this machine cannot test: no environment runs them, or this
+    run's environment should import them and does not."""
+    missing = [name for name in SELECTED if name not in AVAILABLE]
+    missing += [name for name in SELECTED if name in ENVIRONMENTS[TEST_ENVIRONMENT]
+                and name not in IN_PROCESS and name not in missing]
+    return missing
+
+
+def pytest_configure(config):
+    missing = missing_frameworks()
+    if missing:
+        raise pytest.UsageError(
+            f"the selected frameworks {', '.join(missing)} cannot be tested here: no environment of "
+            f"this checkout runs them, or the {TEST_ENVIRONMENT} one cannot import them. Run `make "
+            "environments`, or leave them out of ROSETTA_FRAMEWORKS (selected now: "
+            f"{', '.join(SELECTED)})")
 #: ``IN_PROCESS`` for ``pytest.mark.parametrize``: the legacy ones marked ``legacy``.
 IN_PROCESS_PARAMS = [pytest.param(name, marks=pytest.mark.legacy) if name in LEGACY_FRAMEWORKS else name
                      for name in IN_PROCESS]
@@ -215,12 +238,35 @@ def parts_as_built(page, frameworks):
         yield run_framework_parts(page, frameworks)
 
 
-def pytest_terminal_summary(terminalreporter):
-    """The peak resident memory of this test process and of its largest child process
-    (parts, kernels, workers): the suite is meant to stay under 8 GB in every process."""
+#: How far each test file raised this process's peak resident memory, in GiB.
+PEAK_RISES: dict[str, float] = {}
+
+
+def _peak_gib() -> float:
     import resource
 
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    before = _peak_gib()
+    yield
+    rise = _peak_gib() - before
+    if rise > 0:
+        PEAK_RISES[item.fspath.basename] = PEAK_RISES.get(item.fspath.basename, 0.0) + rise
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The peak resident memory of this test process and of its largest child process
+    (parts, kernels, workers): the suite is meant to stay under 8 GB in every process;
+    and the test files that raised this process's peak most."""
+    import resource
+
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
     terminalreporter.write_line(f"peak resident memory ({TEST_ENVIRONMENT} environment): test process "
-                                f"{own:.1f} GiB, largest child process {children:.1f} GiB")
+                                f"{_peak_gib():.1f} GiB, largest child process {children:.1f} GiB")
+    largest = sorted(PEAK_RISES.items(), key=lambda item: -item[1])[:5]
+    if largest and largest[0][1] >= 0.5:
+        terminalreporter.write_line("raised the test process's peak most: " + ", ".join(
+            f"{name} +{rise:.1f} GiB" for name, rise in largest))

@@ -330,3 +330,20 @@ def test_make_writes_the_stamp_last(tmp_path):
         pips = [i for i, line in enumerate(lines) if f"{folder}/bin/python -m pip install" in line]
         removes = [i for i, line in enumerate(lines) if line.startswith(f"rm -f {folder}/.installed-")]
         assert pips and removes and removes[0] < min(pips) and max(pips) < touch, folder
+
+
+def test_a_selected_framework_that_cannot_run_fails_the_suite(tmp_path):
+    """A framework whose environment is missing or broken does not lose its tests quietly:
+    the suite stops at its start, naming it and the fix."""
+    env = {**os.environ, "ROSETTA_FRAMEWORKS": "jax,mxnet",
+           "ROSETTA_LEGACY_PYTHON": str(tmp_path / "no-such-python")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+                           str(ROOT / "tests" / "test_frameworks.py")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "the selected frameworks mxnet cannot be tested here" in done.stdout + done.stderr
+    env["ROSETTA_FRAMEWORKS"] = "jax"  # the same machine, MXNet not selected: collected
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+                           str(ROOT / "tests" / "test_frameworks.py")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
