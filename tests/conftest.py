@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -236,6 +237,26 @@ def parts_as_built(page, frameworks):
     with pytest.MonkeyPatch.context() as patch:
         smoke_offline(patch)
         yield run_framework_parts(page, frameworks)
+
+
+#: Set in a pytest process that :func:`in_a_process_of_its_own` started for one test.
+OWN_PROCESS_VARIABLE = "ROSETTA_TEST_IN_OWN_PROCESS"
+
+
+def in_a_process_of_its_own(request) -> bool:
+    """For a test that loads whole models of several frameworks in turn: run it again in a
+    pytest process of its own, where what it loads dies with it (the suite's processes
+    stay under 8 GB). Returns True in that process, where the test goes on; in the test
+    process itself it asserts that the other one passed and returns False."""
+    if os.environ.get(OWN_PROCESS_VARIABLE) == request.node.nodeid:
+        return True
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", request.node.nodeid],
+        cwd=Path(__file__).parents[1], env={**os.environ, OWN_PROCESS_VARIABLE: request.node.nodeid},
+        capture_output=True, text=True)
+    assert done.returncode == 0, f"{request.node.nodeid}, in a process of its own:\n{done.stdout[-6000:]}"
+    assert re.search(r"\b1 passed\b", done.stdout), done.stdout[-2000:]
+    return False
 
 
 #: How far each test file raised this process's peak resident memory, in GiB.

@@ -22,7 +22,8 @@ ROOT = Path(__file__).parents[1]
 def declared():
     """Each task page's namespace up to the sections that declare its sizes, loaded through
     the page's own cells (any framework: the sizes are in shared cells)."""
-    framework = IN_PROCESS[0]
+    framework = "jax" if "jax" in IN_PROCESS else IN_PROCESS[0]  # JAX: no process-wide switches
+    # (PyTorch's part of the ResNet-50 page turns torch.backends.cudnn.benchmark on for this process)
     with pytest.MonkeyPatch.context() as patch:
         smoke_offline(patch)
         return {name: load_chapter(ROOT / TASKS[name].page, framework, until=until)

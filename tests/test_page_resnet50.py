@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_true_float32_equivalence, smoke_offline
+from conftest import (AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_true_float32_equivalence,
+                      in_a_process_of_its_own, smoke_offline)
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tasks import TASKS, page_configuration
 from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
@@ -217,6 +218,8 @@ def wrong_extractions(framework, part):
 
 @pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_inference_checks_fail_training_mode_and_a_recorded_graph(comparison, framework, request):
+    if not in_a_process_of_its_own(request):  # a whole ResNet-50 of each framework, in turn
+        return
     if framework == "chainer":  # loaded once for this test and the max-pool's
         part = request.getfixturevalue("chainer_part")
     else:
@@ -265,7 +268,9 @@ def test_the_timed_features_agree_and_the_probe_runs(comparison):
 
 
 @pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
-def test_the_bench_finds_the_pages_configuration(framework):
+def test_the_bench_finds_the_pages_configuration(framework, request):
+    if not in_a_process_of_its_own(request):  # the models, and PyTorch's process-wide switches
+        return
     part = load_part(framework, until=TASKS["resnet50"].stop_before)
     alternatives = TASKS["resnet50"].alternatives[framework]
     expected = PAGE_CONFIGURATIONS[framework]
