@@ -97,7 +97,9 @@ def _run_cells(page: Page, indexes: Iterable[int], what: str, opening: str | Non
             try:
                 exec(compile(source, where, "exec"), namespace)  # noqa: S102 - the page's own code
             except Exception as error:
-                raise ChapterError(f"{where}: the {what} failed in this cell: "
+                section = None if index is None else page.section_of(index)
+                in_section = f" (section {section!r})" if section else ""
+                raise ChapterError(f"{where}: the {what} failed in this cell{in_section}: "
                                    f"{type(error).__name__}: {error}") from error
     return namespace
 

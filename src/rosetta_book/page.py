@@ -168,6 +168,13 @@ class Page:
     def where(self, index: int) -> str:
         return f"{self.path}:{self.line(index)}"
 
+    def section_of(self, index: int) -> str | None:
+        """The heading of the section cell ``index`` is in (the nearest above it)."""
+        for cell in reversed(self.notebook.cells[: index + 1]):
+            if cell.cell_type == "markdown" and headings(cell):
+                return headings(cell)[-1]
+        return None
+
     def roles(self) -> list[str]:
         return [cell_role(cell) for cell in self.notebook.cells]
 

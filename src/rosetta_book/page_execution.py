@@ -94,7 +94,7 @@ def kernel_environment(only: str, results_folder: str | Path | None = None) -> d
 
 def _failure(page: Page, part: str, notebook: Any, origins: list[int | None], error: Exception) -> PageExecutionError:
     """The error for a failed part, naming the page line of the cell that raised."""
-    where, detail = str(page.path), f"{type(error).__name__}: {error}"
+    where, section, detail = str(page.path), None, f"{type(error).__name__}: {error}"
     for position, cell in enumerate(notebook.cells):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
@@ -103,14 +103,15 @@ def _failure(page: Page, part: str, notebook: Any, origins: list[int | None], er
                 elif origins[position] is None:
                     where = f"{page.path} (cell {position + 1} of the {part} download, which the book adds)"
                 else:
-                    where = page.where(origins[position])
+                    where, section = page.where(origins[position]), page.section_of(origins[position])
                 traceback = "\n".join(output.get("traceback", []))
                 detail = f"{output.get('ename')}: {output.get('evalue')}\n{_strip_ansi(traceback)}"
                 break
         else:
             continue
         break
-    return PageExecutionError(f"{where}: the {part} failed: {detail}")
+    in_section = f" in section {section!r}" if section else ""
+    return PageExecutionError(f"{where}: the {part} failed{in_section}: {detail}")
 
 
 def _strip_ansi(text: str) -> str:
