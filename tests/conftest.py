@@ -239,6 +239,40 @@ def parts_as_built(page, frameworks):
         yield run_framework_parts(page, frameworks)
 
 
+def comparisons_as_built(page, results, results_dir=None):
+    """For a module fixture (``yield from``): the page's comparison cells run on ``results``
+    as the build runs them (smoke profile, offline; records into ``results_dir``)."""
+    from rosetta_book.chapter import load_comparisons
+
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        if results_dir is not None:
+            patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
+        yield load_comparisons(page, results)
+
+
+def assert_a_failed_proof_stops_the_page(page, results, framework, changed, match, failing=None):
+    """Run the page's comparison cells as the build does, on ``results`` where
+    ``framework``'s results take ``changed``: the page's gate must stop it, with an error
+    naming the page, the section, the check, what failed (``failing``, default the
+    framework) and the verdict (``match``)."""
+    from rosetta_book.chapter import ChapterError, load_comparisons
+    from rosetta_utils.equivalence import VerdictFailed
+
+    wrong = {name: dict(values) for name, values in results.items()}
+    wrong[framework].update(changed)
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        patch.setenv("ROSETTA_RESULTS_DIR", str(Path(page).parent / "_never_written"))
+        with pytest.raises(ChapterError) as error:
+            load_comparisons(page, wrong)
+    assert isinstance(error.value.__cause__, VerdictFailed), error.value
+    message = str(error.value)
+    assert f"{Path(page).name}:" in message and "(section '" in message, message
+    assert f"failed for {failing or framework}" in message and re.search(match, message), message
+    return message
+
+
 #: Set in a pytest process that :func:`in_a_process_of_its_own` started for one test.
 OWN_PROCESS_VARIABLE = "ROSETTA_TEST_IN_OWN_PROCESS"
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_true_float32_equivalence, smoke_offline
+from conftest import (comparisons_as_built, parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
+                      assert_true_float32_equivalence, smoke_offline)
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tasks import TASKS, page_configuration
-from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_chapter
 from rosetta_utils.equivalence import max_abs_difference
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.tab_results import where_and_precision
@@ -36,15 +37,15 @@ def results_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def comparison(results_dir):
+def results():
+    """What each framework's part left, each run in its own process as the build runs it."""
+    yield from parts_as_built(PAGE, AVAILABLE)
+
+
+@pytest.fixture(scope="module")
+def comparison(results_dir, results):
     """The page's comparison cells, run on what each framework's part left."""
-    patch = pytest.MonkeyPatch()
-    smoke_offline(patch)
-    patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
-    try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
-    finally:
-        patch.undo()
+    yield from comparisons_as_built(PAGE, results, results_dir)
 
 
 @pytest.fixture(scope="module")
@@ -74,24 +75,44 @@ def rebuilt_table(comparison, framework, **changed):
     wrong = TabRun(framework, {**runs[framework].as_dict(), **changed})
     headers, rows = comparison["equivalence_table"](
         {"pytorch": runs["pytorch"], framework: wrong}, comparison["COLUMNS"], comparison["TOLERANCES"])
-    return [dict(zip(headers, row)) for row in rows], comparison["failures"](rows)
+    verdicts = comparison["verdicts_of"](headers, rows)
+    return [dict(zip(headers, row)) for row in rows], [name for name, text in verdicts.items()
+                                                       if text not in ("agrees", "reference")]
 
 
 @pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_framework_builds_the_reference_parameter_count(comparison, framework):
     assert comparison["runs"][framework].parameter_count == PARAMETERS == comparison["PARAMETERS"]
     assert table_row(comparison, framework)["parameters"] == PARAMETERS
-    assert framework not in comparison["counted_apart"]  # the page's own LAYERS check
+    assert comparison["parameter_verdicts"][framework] == "agrees"  # the page's own LAYERS check
 
 
-@pytest.mark.parametrize("framework", AVAILABLE)
+@pytest.mark.parametrize("framework", [name for name in AVAILABLE if name != "pytorch"])
 def test_the_pages_table_says_each_framework_computes_pytorchs_function(comparison, framework):
     row = table_row(comparison, framework)
     assert row["verdict"] == "agrees"
     assert set(comparison["TOLERANCES"]) == {comparison[name] for name in ("LOGITS", "WEIGHTS", "UPDATE")}
     for title, tolerance in comparison["TOLERANCES"].items():
         assert 0 <= row[title] <= tolerance, f"{framework}: {title} = {row[title]}"
-    assert framework not in comparison["failures"](comparison["equivalence_rows"])
+
+
+def test_the_reference_row_is_compared_with_nothing(comparison):
+    row = table_row(comparison, "pytorch")
+    assert row["verdict"] == "reference"
+    assert all(row[title] == "reference" for title in comparison["TOLERANCES"])
+    assert row["parameters"] == PARAMETERS
+
+
+def test_a_framework_that_differs_stops_the_page(results):
+    """The build stops on a failed proof: the comparison cells, run as the build runs them on
+    one framework's logits moved by 1e-3 (ten times the bound), raise, naming the check."""
+    framework = next(fw for fw in AVAILABLE if fw != "pytorch")
+    moved = np.asarray(results[framework]["probe_logits"]) + 1e-3
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"probe_logits": moved},
+                                         r"section 'Equivalence'.*equivalence with PyTorch failed for "
+                                         rf"{framework}: {framework}: logits: max abs diff: DIFFERS \(0\.001")
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"parameter_count": PARAMETERS + 1},
+                                         r"parameter count against LAYERS .*DIFFERS \(1 > 0\)")
 
 
 def test_the_tolerances_are_tight(comparison):

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
+from conftest import parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page, smoke_offline
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_chapter, load_comparisons
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.tab_results import TabRun
 from rosetta_utils.worker_processes import PortInUse, WorkerError, descendants
@@ -31,11 +31,25 @@ RUNS_SECTION = "The run"
 
 
 @pytest.fixture(scope="module")
-def comparison():
+def results():
+    """What each framework's part left, each run in its own process as the build runs it."""
+    yield from parts_as_built(PAGE, AVAILABLE)
+
+
+@pytest.fixture(scope="module")
+def comparison(results):
     """The page's comparison cells, run on what each framework's part left."""
     with pytest.MonkeyPatch.context() as patch:
         smoke_offline(patch)
-        return load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
+        return load_comparisons(PAGE, results)
+
+
+def test_a_step_that_differs_or_a_wrong_count_stops_the_page(results):
+    framework = AVAILABLE[-1]
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"one_step_difference": 2e-5},
+                                         r"two workers against one process failed for .*DIFFERS \(2e-05 > 1e-05\)")
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"parameter_count": 3_441_591},
+                                         r"parameter count against the issue's 3,441,592 failed")
 
 
 @pytest.mark.parametrize("framework", AVAILABLE)

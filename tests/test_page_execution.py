@@ -70,7 +70,7 @@ def test_a_failing_comparison_names_its_line(write_page):
                      front_matter_extra="frameworks: [jax]\ntab_results: [value]\n")
     path = write_page("bad.md", text)
     line = text.splitlines().index("1 / 0")
-    with pytest.raises(PageExecutionError, match=rf"bad.md:{line}: the comparison failed: ZeroDivisionError"):
+    with pytest.raises(PageExecutionError, match=rf"bad.md:{line}: the comparison failed in section 'Bad': ZeroDivisionError"):
         execute_page(Page.read(path), ["jax"], log=lambda line: None)
 
 

@@ -8,15 +8,29 @@ import pytest
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.chapter import load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS
+from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "five_frameworks_one_computation.md"
 
 
 @pytest.fixture(scope="module")
-def comparison():
+def results():
+    """What each framework's part computed, each in its own process as the build runs it."""
+    return run_framework_parts(PAGE, AVAILABLE)
+
+
+@pytest.fixture(scope="module")
+def comparison(results):
     """The page's comparison cells, run on what each framework's part computed."""
-    return load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
+    return load_comparisons(PAGE, results)
+
+
+def test_a_wrong_gradient_stops_the_page(results):
+    framework = AVAILABLE[-1]
+    computed = dict(results[framework]["computed"])
+    computed["grad_input"] = np.asarray(computed["grad_input"])[::-1]
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"computed": computed},
+                                         r"the dense layer against float64 failed for .*DIFFERS")
 
 
 @pytest.mark.parametrize("framework", AVAILABLE)

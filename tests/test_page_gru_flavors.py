@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
+from conftest import assert_a_failed_proof_stops_the_page, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
@@ -189,7 +189,20 @@ def test_the_conversion_matrix_is_exact_or_refused_where_the_flavors_say(compari
             assert because in entry, entry
         else:
             assert isinstance(entry, float) and entry <= FLOAT32_EXACT, f"{source} -> {target}: {entry}"
-    assert comparison["conversion_failures"] == {}
+    assert set(comparison["conversion_verdicts"].values()) == {"agrees"}
+
+
+def test_a_flavor_or_a_conversion_as_the_flavors_do_not_say_stops_the_page(results):
+    """The page's verdicts gate the build: a layer whose outputs are another flavor's, and a
+    refused conversion that ran, each stop the page naming the check."""
+    framework = next(iter(results))
+    outputs = dict(results[framework]["flavor_outputs"])
+    name = next(iter(outputs))
+    shifted = outputs[name]
+    outputs[name] = ({key: np.asarray(value) + 1e-2 for key, value in shifted.items()}
+                     if isinstance(shifted, dict) else np.asarray(shifted) + 1e-2)
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"flavor_outputs": outputs},
+                                         r"each layer computes its flavor failed", failing=name)
 
 
 def test_the_conversion_verdict_fails_wrong_cases(comparison):

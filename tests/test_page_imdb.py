@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_true_float32_equivalence, smoke_offline
+from conftest import (parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
+                      assert_true_float32_equivalence, smoke_offline)
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tasks import TASKS, page_configuration
-from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_chapter, load_comparisons
+from rosetta_utils.equivalence import VerdictFailed
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.tab_results import TabRun
 
@@ -33,13 +35,18 @@ def results_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(results_dir):
-    """The page as the build runs it: each framework's part in its own process,
-    then the comparison cells on what the parts left (their namespace)."""
+def results():
+    """What each framework's part left, each run in its own process as the build runs it."""
+    yield from parts_as_built(PAGE, AVAILABLE)
+
+
+@pytest.fixture(scope="module")
+def page(results_dir, results):
+    """The page as the build runs it: the comparison cells on what the parts left."""
     patch = pytest.MonkeyPatch()
     smoke_offline(patch, results_dir)
     try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
+        yield load_comparisons(PAGE, results)
     finally:
         patch.undo()
 
@@ -142,7 +149,7 @@ def test_transplanted_weights_give_pytorchs_logits_and_gradients(page, framework
     gradients = page["gradients_of"](run)
     assert max(np.abs(g).max() for g in gradients.values()) > 1e-2, "the SGD step must move the weights"
     assert page["max_abs_difference"](gradients, page["gradients_of"](reference)) <= TOLERANCE
-    assert equivalence_rows(page, runs)[framework][-1] == "agrees"
+    assert equivalence_rows(page, runs)[framework][-1] == ("reference" if framework == "pytorch" else "agrees")
 
 
 @pytest.mark.parametrize("framework", AVAILABLE)
@@ -164,10 +171,20 @@ def test_the_conventions_are_the_documented_ones(page):
         assert run.embedding_gradient == ("sparse" if framework == "tensorflow" else "dense"), framework
 
 
-def test_the_page_prints_no_failing_framework(page):
+def test_every_framework_agrees_and_the_reference_is_compared_with_nothing(page):
     needs_pytorch()
-    assert page["failures"](page["equivalence_rows"]) == []
-    assert [row[0] for row in page["equivalence_rows"]] == AVAILABLE
+    verdicts = page["verdicts_of"](page["headers"], page["equivalence_rows"])
+    assert verdicts == {name: "reference" if name == "pytorch" else "agrees" for name in AVAILABLE}
+
+
+def test_a_framework_that_differs_or_reads_the_padding_stops_the_page(results):
+    needs_pytorch()
+    framework = AVAILABLE[-1]
+    logits = np.asarray(results[framework]["logits"])[::-1]
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"logits": logits},
+                                         r"section 'Equivalence'.*equivalence with PyTorch failed .*logits")
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"padded_difference": 1e-3},
+                                         r"padding left unread failed for .*DIFFERS \(0\.001 > 1e-05\)")
 
 
 def test_the_equivalence_verdict_fails_wrong_logits_gradients_and_counts(page):
@@ -184,7 +201,8 @@ def test_the_equivalence_verdict_fails_wrong_logits_gradients_and_counts(page):
     for column, case in cases.items():
         row = equivalence_rows(page, dict(runs, **{framework: case}))[framework]
         assert column in row[-1] and "DIFFERS" in row[-1], (column, row[-1])
-        assert page["failures"]([row]) == [framework]
+        with pytest.raises(VerdictFailed, match=f"failed for {framework}"):
+            page["require"]({framework: row[-1]}, "equivalence with PyTorch")
 
 
 @pytest.mark.parametrize("framework", AVAILABLE)

@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_true_float32_equivalence,
-                      in_a_process_of_its_own, smoke_offline)
+from conftest import (comparisons_as_built, parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
+                      assert_true_float32_equivalence, in_a_process_of_its_own, smoke_offline)
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tasks import TASKS, page_configuration
-from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_book.chapter import load_chapter
+from rosetta_utils.equivalence import VerdictFailed
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.results import load_results
 from rosetta_utils.tab_results import TabRun
@@ -39,15 +40,15 @@ def results_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def comparison(results_dir):
+def results():
+    """What each framework's part left, each run in its own process as the build runs it."""
+    yield from parts_as_built(PAGE, AVAILABLE)
+
+
+@pytest.fixture(scope="module")
+def comparison(results_dir, results):
     """The page's comparison cells, run on what each framework's part left."""
-    patch = pytest.MonkeyPatch()
-    smoke_offline(patch)
-    patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
-    try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
-    finally:
-        patch.undo()
+    yield from comparisons_as_built(PAGE, results, results_dir)
 
 
 def load_part(framework, until):
@@ -75,7 +76,7 @@ def test_every_framework_builds_v1_with_torchvisions_parameters(comparison, fram
     assert run.conv_bias_count == CONV_BIASES[framework]
     assert run.parameter_count - run.conv_bias_count == TORCHVISION_PARAMETERS
     row = row_of(comparison["equivalence_headers"], comparison["equivalence_rows"], framework)
-    assert row["parameters - conv biases, vs PyTorch"] == 0
+    assert row["parameters - conv biases, vs PyTorch"] == (0 if framework != "pytorch" else "reference")
 
 
 def test_the_shipped_models_differ_where_the_page_says(comparison):
@@ -97,14 +98,34 @@ def test_the_shipped_models_differ_where_the_page_says(comparison):
 # --- Equivalence -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("framework", AVAILABLE)
+@pytest.mark.parametrize("framework", [name for name in AVAILABLE if name != "pytorch"])
 def test_transplanted_weights_give_pytorchs_features(comparison, framework):
     run = comparison["runs"][framework]
     assert run.probe_features.shape == (comparison["BATCH"], 2048)
     row = row_of(comparison["equivalence_headers"], comparison["equivalence_rows"], framework)
     assert row["verdict"] == "agrees"
     assert 0 <= row["relative to mean |feature|"] <= comparison["TOLERANCE"] <= 1e-3
-    assert framework not in comparison["failures"](comparison["equivalence_rows"])
+
+
+def test_the_reference_row_is_compared_with_nothing(comparison):
+    row = row_of(comparison["equivalence_headers"], comparison["equivalence_rows"], "pytorch")
+    assert row["verdict"] == row["relative to mean |feature|"] == "reference"
+
+
+def test_a_failed_proof_stops_the_page(results):
+    """Features of another image, training mode, a recorded graph: each stops the page."""
+    framework = next(fw for fw in AVAILABLE if fw != "pytorch")
+    run = results[framework]
+    other = np.asarray(run["probe_features"])[::-1]
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"probe_features": other},
+                                         r"equivalence with PyTorch failed for .*relative to mean")
+    checks = dict(run["inference_checks"])
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework,
+                                         {"inference_checks": {**checks, "alone vs in a batch": 0.5}},
+                                         r"section 'Evaluation'.*test mode failed for .*DIFFERS \(0\.5")
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework,
+                                         {"inference_checks": {**checks, "graph recorded": True}},
+                                         r"no autograd graph failed for .*RECORDED")
 
 
 def test_the_equivalence_check_fails_wrong_features_and_counts(comparison):
@@ -119,7 +140,10 @@ def test_the_equivalence_check_fails_wrong_features_and_counts(comparison):
         wrong = TabRun(framework, {**runs[framework].as_dict(), **changed})
         headers, rows = comparison["equivalence_table"](
             {"pytorch": runs["pytorch"], framework: wrong}, comparison["COLUMNS"], comparison["TOLERANCES"])
-        assert comparison["failures"](rows) == [framework], case
+        verdicts = comparison["verdicts_of"](headers, rows)
+        assert verdicts == {"pytorch": "reference", framework: verdicts[framework]} != {}, case
+        with pytest.raises(VerdictFailed, match=f"failed for {framework}"):
+            comparison["require"](verdicts, "equivalence with PyTorch")
         assert row_of(headers, rows, framework)["verdict"].count("DIFFERS") == 1, case
 
 
