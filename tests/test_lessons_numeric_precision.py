@@ -116,8 +116,17 @@ def test_chainer_says_why_it_has_no_bfloat16(comparison):
 def test_the_precision_verdict_fails_a_too_large_error(comparison):
     verdict = comparison["precision_verdict"]
     assert verdict("float32", 1e-3).startswith("DIFFERS")
-    assert verdict("bfloat16", 0.5).startswith("DIFFERS")
+    assert verdict("bfloat16", 0.39).startswith("DIFFERS")  # 100 x its roundoff: no longer passes
     assert verdict("float32", float("nan")).startswith("DIFFERS")
+
+
+def test_the_precision_verdict_fails_a_result_not_computed_in_its_precision(comparison):
+    """float32 numbers labelled bfloat16 (or float16) sit far below that format's rounding."""
+    runs = comparison["runs"]
+    float32_error = max(next(iter(runs.values())).errors["float32"].values())
+    for precision in ("bfloat16", "float16"):
+        assert comparison["precision_verdict"](precision, float32_error).startswith("DIFFERS"), precision
+        assert "not " + precision in comparison["precision_verdict"](precision, float32_error)
 
 
 def test_the_translation_check_fails_a_wrong_network(comparison):
