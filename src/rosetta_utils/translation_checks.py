@@ -132,13 +132,17 @@ def check_table(checks: Iterable[RowCheck], frameworks: Iterable[str]) -> tuple[
     return ["concept", *frameworks], rows
 
 
-def numeric_share(checks: Iterable[RowCheck]) -> float:
-    """The share of concepts checked numerically (at least one framework measured against
-    the reference; the others left a reason)."""
-    by_concept: dict[str, list[RowCheck]] = {}
-    for check in checks:
-        by_concept.setdefault(check.concept, []).append(check)
-    if not by_concept:
-        return 0.0
-    numeric = sum(any(c.error is not None for c in cells) for cells in by_concept.values())
-    return numeric / len(by_concept)
+def numeric_shares(checks: Iterable[RowCheck]) -> dict[str, float]:
+    """Per framework, the share of the page's concepts that it measured against the
+    reference (for the others it left a reason, or nothing)."""
+    checks = list(checks)
+    concepts = {check.concept for check in checks}
+    frameworks = list(dict.fromkeys(check.framework for check in checks))
+    measured = {framework: {c.concept for c in checks if c.framework == framework and c.error is not None}
+                for framework in frameworks}
+    return {framework: len(measured[framework]) / len(concepts) for framework in frameworks}
+
+
+def shares_line(checks: Iterable[RowCheck]) -> str:
+    """``"checked numerically: pytorch 100%, tensorflow 96%, ..."``, for a page's output."""
+    return "checked numerically: " + ", ".join(f"{fw} {share:.0%}" for fw, share in numeric_shares(checks).items())
