@@ -72,7 +72,7 @@ export ROSETTA_RESULTS_DIR ?= $(CURDIR)/_build/results
 export ROSETTA_CURRENT_PYTHON := $(CURDIR)/$(CURRENT)/bin/python
 export ROSETTA_LEGACY_PYTHON := $(CURDIR)/$(LEGACY)/bin/python
 
-.PHONY: book test unit-tests unit-tests-current unit-tests-legacy book-smoke browser gpu-check gpu-dry-run environments clean
+.PHONY: site-tests book test unit-tests unit-tests-current unit-tests-legacy book-smoke browser gpu-check gpu-dry-run environments clean
 
 book: $(STAMPS)
 	ROSETTA_BOOK_BUILD=1 $(BIN)/jupyter-book build . --builder html --warningiserror --keep-going
@@ -85,6 +85,12 @@ environments: $(STAMPS)
 # executing every page a second time.
 test: book-smoke browser
 	ROSETTA_BUILD_CACHE=$(CURDIR)/_build/.jupyter_cache $(MAKE) --no-print-directory unit-tests
+	$(MAKE) --no-print-directory site-tests
+
+# The tests of the built site (what a reader sees: every page built, no failed verdict
+# shown, the downloads): after `make test`'s smoke build, and after the publish
+# workflow's full one.
+site-tests:
 	ROSETTA_BOOK_HTML=$(HTML) $(BIN)/python -m pytest -q tests/test_built_*.py
 
 # The browser tests use the distribution's Chromium and ChromeDriver (no tool that

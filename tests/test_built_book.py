@@ -128,7 +128,10 @@ def test_every_part_downloads_from_the_site_as_the_page_shows_it(page):
         expected = [cell.source for cell in parsed.notebook.cells
                     if cell.cell_type == "code" and cell_role(cell) in (SHARED, framework)]
         assert "find_spec(_module)" in code[0], f"{page}: the {framework} download lacks its check of what it needs"
-        assert code[1:] == expected, f"{page}: the served {framework} notebook is not the page's {framework} part"
+        borrowed = parsed.borrowed_cell(framework)  # the other page's code it borrows, if any
+        opening = 1 + (borrowed is not None)
+        assert code[1:opening] == ([borrowed] if borrowed else []), f"{page}: the borrowed code is not served"
+        assert code[opening:] == expected, f"{page}: the served {framework} notebook is not the page's {framework} part"
 
 
 def test_the_build_report_lists_every_part_of_every_executed_page():

@@ -87,6 +87,11 @@ def test_tensorflow_reads_its_onednn_switch_from_the_environment(comparison):
     assert "unset" in comparison["runs"]["tensorflow"].knobs["oneDNN on the CPU"]
 
 
+#: MXNet 1.9's GRU training step with oneDNN switched off stops in its fused RNN operator
+#: ("Check failed: out_data.size() == num_outputs"); the page's table shows the error.
+KNOWN_FAILURES = {("mxnet", "off", "GRU step"): "out_data.size() == num_outputs"}
+
+
 @pytest.mark.parametrize("framework", AVAILABLE)
 def test_each_setting_was_measured_or_says_why_not(comparison, framework):
     steps = comparison["runs"][framework].library_steps
@@ -96,8 +101,11 @@ def test_each_setting_was_measured_or_says_why_not(comparison, framework):
             assert value.startswith(("no switch", "not available")), value
             continue
         assert set(value) == set(comparison["STEP_NAMES"])
-        for step, seconds in value.items():
-            assert (isinstance(seconds, float) and seconds > 0) or seconds.startswith("failed"), seconds
+        for step, seconds in value.items():  # a step that failed is a failure, but for the one
+            if (framework, setting, step) in KNOWN_FAILURES:  # the page reports as MXNet's
+                assert KNOWN_FAILURES[framework, setting, step] in seconds, seconds
+                continue
+            assert isinstance(seconds, float) and seconds > 0, f"{framework}, {setting}, {step}: {seconds}"
 
 
 def test_the_log_shows_what_reaches_onednn(comparison):

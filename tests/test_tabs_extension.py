@@ -134,7 +134,7 @@ def test_a_failing_cell_stops_the_build_naming_page_line_and_part(tmp_path):
     done = build_sphinx(tmp_path / "src", {"fails": page}, execution="cache")
     assert done.returncode != 0
     line = page.splitlines().index("y = 1 / 0")
-    assert f"fails.md:{line}: the JAX (Flax) part failed: ZeroDivisionError" in done.stderr
+    assert f"fails.md:{line}: the JAX (Flax) part failed in section 'Fails': ZeroDivisionError" in done.stderr
 
 
 def test_a_partial_build_notes_the_frameworks_it_left_out(tmp_path):

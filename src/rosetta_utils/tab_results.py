@@ -246,7 +246,10 @@ def load_tab_results(folder: str | Path | None = None) -> dict[str, TabRun]:
 
 
 def where_and_precision(run: Any) -> str:
-    """A timing table's cell: where a part ran and how it computed float32 there
-    (its framework's defaults, e.g. ``cpu, TF32 allowed``)."""
+    """A timing table's cell: where a part ran, how it computed float32 there (its
+    framework's defaults) and with which releases, e.g. ``cpu, TF32 allowed; torch
+    2.14.1, numpy 2.5.5, Python 3.12.1``."""
     environment = run["environment"] if isinstance(run, Mapping) else run.environment
-    return f"{environment['device']}, {environment.get('float32') or 'float32 not reported'}"
+    versions = ", ".join(f"{name} {version}" for name, version in environment.get("versions", {}).items())
+    float32 = environment.get("float32") or "float32 not reported"
+    return f"{environment['device']}, {float32}; {versions or 'versions not reported'}"
