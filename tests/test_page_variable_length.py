@@ -319,6 +319,16 @@ def test_the_mean_over_t_check_fails_a_mean_that_is_right(comparison):
 # -- equivalence with PyTorch ---------------------------------------------------------------
 
 
+def test_the_forms_check_fails_when_a_framework_is_not_what_the_prose_says(comparison):
+    """The page says Keras's two forms differ and every other framework's agree: a Keras
+    that fixed its unrolled path, or another framework whose forms differ, fails the check."""
+    says = comparison["as_the_page_says"]
+    assert says("tensorflow", "NOT the same model (outputs differ)") == "as the page says"
+    assert says("tensorflow", "the same model").startswith("NOT as the page says")
+    assert says("pytorch", "the same model") == "as the page says"
+    assert says("pytorch", "NOT the same model (mean differs)").startswith("NOT as the page says")
+
+
 def test_the_pages_equivalence_table_agrees(comparison):
     if "pytorch" not in comparison["runs"]:
         pytest.skip("PyTorch is the yardstick")
