@@ -24,6 +24,7 @@ import types
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from .decisive_calls import write_decisive_calls
 from .environments import require_python
 from .one_framework import environment
 from .page import Page, PageError
@@ -189,6 +190,10 @@ def load_comparisons(path: str | Path, results: Mapping[str, Mapping[str, Any]])
     with tempfile.TemporaryDirectory(prefix="rosetta-tab-results-") as folder:
         for framework, values in results.items():
             save_tab_results(values, folder, framework)
+        try:
+            write_decisive_calls(page, folder)
+        except PageError as error:
+            raise ChapterError(str(error)) from None
         with _environment(RESULTS_FOLDER_VARIABLE, folder):
             return _run_cells(page, page.comparison_part(), "comparison")
 

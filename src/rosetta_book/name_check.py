@@ -58,9 +58,13 @@ def undefined_names(page: Page, framework: str) -> list[UndefinedName]:
 
 
 def check_page(page: Page) -> None:
-    """Refuse a page that breaks a convention (:meth:`Page.check`) or whose framework part
-    reads a name it never defines: a :class:`PageError` naming every such name."""
+    """Refuse a page that breaks a convention (:meth:`Page.check`), whose concepts lack a
+    decisive call (:func:`rosetta_book.decisive_calls.decisive_calls`) or whose framework
+    part reads a name it never defines: a :class:`PageError` naming every such name."""
+    from .decisive_calls import decisive_calls
+
     page.check()
+    decisive_calls(page)
     try:
         problems = [str(found) for framework in page.tagged_frameworks()
                     for found in undefined_names(page, framework)]

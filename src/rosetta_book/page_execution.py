@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
+from .decisive_calls import write_decisive_calls
 from .downloads import download_notebook_with_origins
 from .environments import require_python
 from .one_framework import environment
@@ -255,6 +256,7 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
     import nbformat
 
     indexes = page.comparison_part()
+    write_decisive_calls(page, results_folder)
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = dict(page.notebook.metadata.get("kernelspec", {"name": "python3"}))
     notebook.cells = [nbformat.v4.new_code_cell(page.notebook.cells[i].source) for i in indexes]
@@ -306,8 +308,9 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
 
 #: The engine's modules that decide what a part runs and how: the notebook it executes
 #: (page, downloads), its kernel, folder and guard (environments, one_framework, this
-#: module). The Sphinx adapter, the loader, bench and the device check do not.
-EXECUTION_MODULES = ("page.py", "downloads.py", "page_execution.py", "environments.py", "one_framework")
+#: module), and what the comparisons read of the page (decisive_calls). The Sphinx adapter, the loader, bench and the device check do not.
+EXECUTION_MODULES = ("page.py", "downloads.py", "page_execution.py", "environments.py", "one_framework",
+                     "decisive_calls.py")
 
 
 def helpers_fingerprint() -> str:

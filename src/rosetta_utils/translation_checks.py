@@ -1,4 +1,5 @@
-"""Checking a translation table's rows: every framework against one float64 reference.
+"""Checking a translation table's rows: every framework against one float64 reference,
+over a grid of cases that crosses each condition's boundary.
 
 A translation-table page computes, for each concept (a dense layer, Adam's
 update, "same" padding ...), the same thing in every framework from the same
@@ -7,17 +8,31 @@ framework part leaves what it computed as one dict keyed by concept (its
 ``tab_results``); a comparison cell hands them to :func:`check_concepts`,
 which measures each framework's largest absolute error against the reference
 and stops the build when a row that claims an exact translation disagrees,
-naming the page, the concept and the framework.
+naming the page, the concept, the framework and, on a grid, the case.
+
+A concept may be checked on a **grid**: :func:`grid` makes the cases (every
+combination of the values given for each parameter: odd and even sizes,
+strides below, at and above the window, batch 1 and more), the reference and
+every framework leave one result per case, in the grid's order. A translation
+that holds only under a **condition** says so per framework
+(``conditions={"conv_same_stride2": {"pytorch": "size % 2 == 0"}}``, a Python
+expression over the case's parameters): inside it every case must be exact,
+and outside it at least one case must differ, so the condition is neither
+broken nor needless; a failing case inside, or a condition the grid shows to
+be needless, stops the build naming page, concept, framework and case.
 
 A framework without the concept leaves a string (why it has none) instead of
-arrays; a concept whose translation is inherently approximate is listed in
-``approximate`` and only reported, never raised.
+results; a translation that is inherently approximate is listed in
+``approximate`` (a concept for every framework, or ``{concept: [frameworks]}``)
+and only reported, never raised: exactness is per concept and framework.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from .equivalence import max_abs_difference
 
@@ -29,6 +44,63 @@ class TranslationMismatch(AssertionError):
     """A row that claims an exact translation, and a framework whose result disagrees."""
 
 
+class Case:
+    """One point of a grid: its parameters as attributes (``case.size``), values derived
+    from them for conditions to read (:meth:`derive`), and whatever arrays the page
+    attaches to it (``case.x = ...``), which are neither."""
+
+    def __init__(self, **parameters: Any):
+        self.parameters = dict(parameters)
+        self.derived: dict[str, Any] = {}
+        for name, value in parameters.items():
+            setattr(self, name, value)
+
+    def derive(self, **values: Any) -> "Case":
+        """Name values computed from the parameters (``same_pad=...``), for conditions."""
+        self.derived.update(values)
+        for name, value in values.items():
+            setattr(self, name, value)
+        return self
+
+    def holds(self, condition: str) -> bool:
+        """Whether the Python expression ``condition`` is true of this case's parameters and
+        derived values."""
+        try:
+            return bool(eval(condition, {"__builtins__": {"abs": abs, "min": min, "max": max}},  # noqa: S307
+                             {**self.parameters, **self.derived}))
+        except Exception as error:
+            raise ValueError(f"the condition {condition!r} cannot be evaluated on the case {self}: "
+                             f"{type(error).__name__}: {error}") from None
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name} {value}" for name, value in self.parameters.items())
+
+    __repr__ = __str__
+
+
+def grid(**axes: Sequence[Any]) -> list[Case]:
+    """Every combination of the values given for each parameter, in order:
+    ``grid(size=(6, 7), stride=(1, 2))`` is four cases."""
+    if not axes:
+        raise ValueError("a grid needs at least one parameter")
+    for name, values in axes.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise ValueError(f"the grid's parameter {name!r} needs a sequence of values, not {values!r}")
+    names = list(axes)
+    return [Case(**dict(zip(names, values))) for values in itertools.product(*axes.values())]
+
+
+def grid_axes(cases: Sequence[Case]) -> str:
+    """What a grid covers, for a reader: ``"size 6, 7 · stride 1, 2 (4 cases)"``."""
+    axes: dict[str, list[Any]] = {}
+    for case in cases:
+        for name, value in case.parameters.items():
+            if value not in axes.setdefault(name, []):
+                axes[name].append(value)
+    text = " · ".join(f"{name} {', '.join(str(value) for value in values)}" for name, values in axes.items())
+    return f"{text} ({len(cases)} cases)"
+
+
 @dataclass(frozen=True)
 class RowCheck:
     concept: str
@@ -37,6 +109,10 @@ class RowCheck:
     tolerance: float
     exact: bool
     note: str = ""
+    cases: int = 1  # how many cases were checked
+    condition: str | None = None  # where the translation holds; None: on every case
+    worst: str = ""  # the case of the largest error (inside the condition)
+    outside: str = ""  # a case outside the condition where it differs, with its error
 
     @property
     def verdict(self) -> str:
@@ -44,7 +120,11 @@ class RowCheck:
             return f"none: {self.note}" if self.note else "none"
         if not self.exact:
             return f"approximate ({self.error:.2g})"
-        return "exact" if self.error <= self.tolerance else f"DIFFERS ({self.error:.3g} > {self.tolerance:g})"
+        if self.error > self.tolerance:
+            return f"DIFFERS ({self.error:.3g} > {self.tolerance:g}{f' at {self.worst}' if self.worst else ''})"
+        if self.condition:
+            return f"exact where {self.condition}; outside it differs ({self.outside})"
+        return "exact"
 
 
 def _outputs_of(run: Any) -> Mapping[str, Any]:
@@ -54,34 +134,120 @@ def _outputs_of(run: Any) -> Mapping[str, Any]:
     return values
 
 
+def _approximate_pairs(approximate: Iterable[str] | Mapping[str, Iterable[str]]) -> dict[str, set[str] | None]:
+    """``{concept: frameworks}``, ``None`` meaning every framework."""
+    if isinstance(approximate, Mapping):
+        return {concept: set(frameworks) for concept, frameworks in approximate.items()}
+    return {concept: None for concept in approximate}
+
+
+def _errors(page: str, concept: str, framework: str, got: Any, expected: Any,
+            cases: Sequence[Case] | None) -> list[float]:
+    """The max abs error of each case (one, off a grid)."""
+    where = f"{page}: concept {concept!r}, framework {framework}"
+    if cases is None:
+        pairs = [(got, expected)]
+    else:
+        for name, value in (("its result", got), ("the reference", expected)):
+            if not isinstance(value, (list, tuple)) or len(value) != len(cases):
+                size = len(value) if isinstance(value, (list, tuple)) else type(value).__name__
+                raise TranslationMismatch(f"{where}: {name} must be one entry per case of its grid "
+                                          f"({len(cases)}), not {size}")
+        pairs = list(zip(got, expected))
+    errors = []
+    for number, (result, reference) in enumerate(pairs):
+        try:
+            errors.append(max_abs_difference(_as_mapping(result), _as_mapping(reference)))
+        except ValueError as problem:
+            if cases is None or not str(problem).startswith("shapes differ"):
+                at = "" if cases is None else f" at the case {cases[number]}"
+                raise TranslationMismatch(f"{where}: its result does not match the reference's structure{at}: "
+                                          f"{problem}") from None
+            errors.append(math.inf)  # another shape on this case: it differs, the condition says where
+        except TypeError as problem:
+            raise TranslationMismatch(f"{where}: its result does not match the reference's structure: "
+                                      f"{problem}") from None
+    return errors
+
+
+def _error_text(error: float) -> str:
+    return "another shape" if math.isinf(error) else f"{error:.2g}"
+
+
+def _check_on_grid(page: str, concept: str, framework: str, errors: list[float], cases: Sequence[Case] | None,
+                   condition: str | None, bound: float, exact: bool, raise_on_mismatch: bool) -> RowCheck:
+    where = f"{page}: concept {concept!r}, framework {framework}"
+    if cases is None:
+        return RowCheck(concept, framework, errors[0], bound, exact)
+    inside = [n for n, case in enumerate(cases) if condition is None or case.holds(condition)]
+    outside = [n for n in range(len(cases)) if n not in inside]
+    if not inside:
+        raise TranslationMismatch(f"{where}: no case of its grid meets its condition {condition!r}")
+    worst = max(inside, key=lambda n: errors[n])
+    check = RowCheck(concept, framework, errors[worst], bound, exact, cases=len(cases), condition=condition,
+                     worst=str(cases[worst]))
+    if not exact:
+        return check
+    if errors[worst] > bound:
+        if raise_on_mismatch:
+            stated = f" where {condition}" if condition else ""
+            raise TranslationMismatch(f"{where}: claimed exact{stated}, but at the case {cases[worst]} the "
+                                      f"max abs error is {_error_text(errors[worst])} > {bound:g}")
+        return check
+    if condition is None:
+        return check
+    failing = [n for n in outside if errors[n] > bound]
+    if not failing:
+        raise TranslationMismatch(
+            f"{where}: the row states the condition {condition!r}, but its grid shows the translation "
+            f"holding outside it too ({len(outside)} cases, all within {bound:g}): drop the condition, "
+            "or add the case where it fails")
+    example = max(failing, key=lambda n: errors[n])
+    return RowCheck(concept, framework, errors[worst], bound, exact, cases=len(cases), condition=condition,
+                    worst=str(cases[worst]), outside=f"{_error_text(errors[example])} at {cases[example]}")
+
+
 def check_concepts(
     page: str,
     runs: Mapping[str, Any],
     references: Mapping[str, Any],
     tolerances: Mapping[str, float] | None = None,
-    approximate: Iterable[str] = (),
+    approximate: Iterable[str] | Mapping[str, Iterable[str]] = (),
     raise_on_mismatch: bool = True,
+    grids: Mapping[str, Sequence[Case]] | None = None,
+    conditions: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[RowCheck]:
     """One :class:`RowCheck` per concept and framework, in the order of ``references``.
 
     ``runs`` maps a framework to its tab results (a mapping or a ``TabRun``),
     whose ``outputs`` maps a concept to an array, a dict or tuple of arrays (the
-    same structure as the reference), or a string saying why the framework has
-    none. ``tolerances`` overrides :data:`FLOAT32_TOLERANCE` per concept. A
+    same structure as the reference), a list of those (one per case, for a
+    concept in ``grids``) or a string saying why the framework has none.
+    ``tolerances`` overrides :data:`FLOAT32_TOLERANCE` per concept;
+    ``conditions`` gives, per concept on a grid, the frameworks whose
+    translation holds only where an expression over the case is true. A
     framework that leaves a concept out entirely is a mismatch: its cell must
-    say why instead. With ``raise_on_mismatch`` (the build), the first exact row
-    that disagrees raises :class:`TranslationMismatch`.
+    say why instead. With ``raise_on_mismatch`` (the build), an exact row that
+    disagrees inside its condition raises :class:`TranslationMismatch`; a
+    needless condition always does.
     """
     tolerances = dict(tolerances or {})
-    approximate = set(approximate)
-    unknown = (set(tolerances) | approximate) - set(references)
+    approximate_pairs = _approximate_pairs(approximate)
+    grids = dict(grids or {})
+    conditions = {concept: dict(by_framework) for concept, by_framework in (conditions or {}).items()}
+    unknown = (set(tolerances) | set(approximate_pairs) | set(grids) | set(conditions)) - set(references)
     if unknown:
-        raise ValueError(f"{page}: tolerances or approximate rows for concepts without a reference: {sorted(unknown)}")
+        raise ValueError(f"{page}: tolerances, approximate rows, grids or conditions for concepts without "
+                         f"a reference: {sorted(unknown)}")
+    off_grid = set(conditions) - set(grids)
+    if off_grid:
+        raise ValueError(f"{page}: conditions for concepts checked on no grid: {sorted(off_grid)}")
     checks = []
     for concept, expected in references.items():
         bound = tolerances.get(concept, FLOAT32_TOLERANCE)
-        exact = concept not in approximate
+        approximate_for = approximate_pairs.get(concept, set())
         for framework, run in runs.items():
+            exact = not (concept in approximate_pairs and (approximate_for is None or framework in approximate_for))
             outputs = _outputs_of(run)
             if concept not in outputs:
                 raise TranslationMismatch(f"{page}: concept {concept!r}: the {framework} part left no result "
@@ -90,15 +256,17 @@ def check_concepts(
             if isinstance(got, str):
                 checks.append(RowCheck(concept, framework, None, bound, exact, got))
                 continue
-            try:
-                error = max_abs_difference(_as_mapping(got), _as_mapping(expected))
-            except (TypeError, ValueError) as problem:
-                raise TranslationMismatch(f"{page}: concept {concept!r}, framework {framework}: "
-                                          f"its result does not match the reference's structure: {problem}") from None
-            check = RowCheck(concept, framework, error, bound, exact)
+            cases = grids.get(concept)
+            condition = conditions.get(concept, {}).get(framework)
+            if condition is not None and not exact:
+                raise ValueError(f"{page}: concept {concept!r}, framework {framework}: an approximate row "
+                                 "states no condition")
+            errors = _errors(page, concept, framework, got, expected, cases)
+            check = _check_on_grid(page, concept, framework, errors, cases, condition, bound, exact,
+                                   raise_on_mismatch)
             if raise_on_mismatch and check.verdict.startswith("DIFFERS"):
                 raise TranslationMismatch(f"{page}: concept {concept!r}, framework {framework}: "
-                                          f"claimed exact, but max abs error {error:.3g} > {bound:g}")
+                                          f"claimed exact, but max abs error {check.error:.3g} > {bound:g}")
             checks.append(check)
     return checks
 
@@ -110,10 +278,13 @@ def _as_mapping(value: Any) -> Any:
     return value
 
 
-def check_table(checks: Iterable[RowCheck], frameworks: Iterable[str]) -> tuple[list[str], list[list[str]]]:
+def check_table(checks: Iterable[RowCheck], frameworks: Iterable[str],
+                grids: Mapping[str, Sequence[Case]] | None = None) -> tuple[list[str], list[list[str]]]:
     """Headers and rows: one row per concept, one column per framework, each cell the
-    framework's verdict with its max abs error (for :func:`rosetta_utils.tables.show_table`)."""
+    framework's verdict with its max abs error, and what the row was checked on (a grid's
+    parameters, or one case) (for :func:`rosetta_utils.tables.show_table`)."""
     frameworks = list(frameworks)
+    grids = grids or {}
     by_concept: dict[str, dict[str, RowCheck]] = {}
     for check in checks:
         by_concept.setdefault(check.concept, {})[check.framework] = check
@@ -128,8 +299,9 @@ def check_table(checks: Iterable[RowCheck], frameworks: Iterable[str]) -> tuple[
                 row.append(check.verdict)
             else:
                 row.append(f"{check.verdict}, {check.error:.1e}" if check.exact else check.verdict)
+        row.append(grid_axes(grids[concept]) if concept in grids else "one case")
         rows.append(row)
-    return ["concept", *frameworks], rows
+    return ["concept", *frameworks, "checked on"], rows
 
 
 def numeric_shares(checks: Iterable[RowCheck]) -> dict[str, float]:

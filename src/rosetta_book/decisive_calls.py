@@ -1,0 +1,226 @@
+"""The decisive call of every translation-table concept, read from the tab code that ran.
+
+A translation-table page checks concepts: a shared cell computes the float64
+reference of concept ``K`` into ``references["K"]``, and each framework's
+cells compute the same thing into their results (``outputs["K"] = ...``). The
+compact table at the top of the page shows, per concept and framework, the
+call that *is* the translation, taken from that framework's code, never typed
+beside it. The author marks it in the cell's metadata::
+
+    ```{code-cell} ipython3
+    :tags: [pytorch]
+    :decisive: nn.MaxPool2d
+    pool = nn.MaxPool2d(3, stride=3, ceil_mode=True)
+    outputs["max_pool_ceil"] = run(pool, x, c)
+    ```
+
+and the table shows ``nn.MaxPool2d(3, stride=3, ceil_mode=True)``: the whole
+call as the code writes it, with its arguments. A marker is
+
+* a dotted name (``nn.MaxPool2d``, ``jnp.mean``, ``dropout``): the first call
+  of exactly that callable, else that expression itself (``jnp.float32``);
+* ``.name``: the first call of a method of that name (``model.eval()``), else
+  the first attribute of that name (``bn.running_mean``);
+* ``name=``: the first keyword argument of that name (``training=False``);
+* ``none``: the framework has no such API; its part must leave a string that
+  says why instead of a result.
+
+A marker may be a list (the table shows every call, in order), or, for a cell
+that serves several concepts, a mapping from concept to marker.
+
+Bad input stops the build (:class:`PageError`), naming page, line, concept and
+framework: a framework cell that writes a concept's result and marks no
+decisive call; a marker that matches nothing in the cells that compute the
+concept; a marker on a cell that writes no concept's result.
+
+:func:`write_decisive_calls` leaves the calls, with each concept's section
+title and label, as JSON where the comparison cells find them
+(:func:`rosetta_utils.compact_table.load_calls`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.compact_table import CALLS_FILE, NONE
+
+from .page import SHARED, Page, PageError, cell_role
+
+#: The cell metadata key of the marker.
+MARKER = "decisive"
+#: The dict every shared cell fills with the references: its keys are the concepts.
+REFERENCES = "references"
+_LABEL = re.compile(r"^\((?P<label>[^)]+)\)=\s*$")
+
+
+@dataclass(frozen=True)
+class DecisiveCall:
+    """One call of a framework's translation of a concept, as its code writes it."""
+
+    text: str
+    cell: int  # the page's cell index
+    line: int  # the line in that cell, 1-based
+
+    def as_json(self) -> dict[str, Any]:
+        return {"text": self.text, "cell": self.cell, "line": self.line}
+
+
+def _subscript_key(target: ast.AST) -> str | None:
+    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant):
+        key = target.slice.value
+        return key if isinstance(key, str) else None
+    return None
+
+
+def _assigned_keys(tree: ast.AST, dict_name: str | None = None) -> list[str]:
+    """String keys assigned by subscript (``d["K"] = ...``, ``d["K"] += ...``), in order;
+    only those of ``dict_name`` when given."""
+    keys = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            for part in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                key = _subscript_key(part)
+                if key is None:
+                    continue
+                if dict_name is None or (isinstance(part.value, ast.Name) and part.value.id == dict_name):
+                    keys.append(key)
+    return list(dict.fromkeys(keys))
+
+
+def _parse(page: Page, index: int) -> ast.AST:
+    try:
+        return ast.parse(page.notebook.cells[index].source)
+    except SyntaxError as error:
+        raise PageError(f"{page.where(index)}: this cell is not Python: {error}") from None
+
+
+def concepts(page: Page) -> dict[str, int]:
+    """Each concept (a key of ``references``) and the shared cell that computes it."""
+    found: dict[str, int] = {}
+    for index, cell in enumerate(page.notebook.cells):
+        if cell.cell_type == "code" and cell_role(cell) == SHARED:
+            for key in _assigned_keys(_parse(page, index), REFERENCES):
+                found.setdefault(key, index)
+    return found
+
+
+def _section(page: Page, index: int) -> tuple[str, str | None]:
+    """The heading above cell ``index`` and the MyST label right above that heading."""
+    for cell in reversed(page.notebook.cells[: index + 1]):
+        if cell.cell_type != "markdown":
+            continue
+        lines = cell.source.splitlines()
+        for number in range(len(lines) - 1, -1, -1):
+            if lines[number].startswith("#"):
+                title = lines[number].lstrip("#").strip()
+                above = [line for line in lines[:number] if line.strip()]
+                label = _LABEL.match(above[-1]) if above else None
+                return title, label.group("label") if label else None
+    return page.title, None
+
+
+def _markers(value: Any, concept: str) -> list[str]:
+    if isinstance(value, dict):
+        value = value.get(concept)
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def _find(tree: ast.AST, marker: str) -> ast.AST | None:
+    """The node a marker names (see the module's note), first in source order."""
+    nodes = sorted((node for node in ast.walk(tree) if hasattr(node, "lineno")),
+                   key=lambda node: (node.lineno, node.col_offset))
+    if marker.endswith("="):
+        name = marker[:-1]
+        for node in nodes:
+            if isinstance(node, ast.Call):
+                for keyword in node.keywords:
+                    if keyword.arg == name:
+                        return keyword
+        return None
+    if marker.startswith("."):
+        name = marker[1:]
+        calls = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr == name]
+        attributes = [n for n in nodes if isinstance(n, ast.Attribute) and n.attr == name]
+        return (calls or attributes or [None])[0]
+    calls = [n for n in nodes if isinstance(n, ast.Call) and ast.unparse(n.func) == marker]
+    expressions = [n for n in nodes if isinstance(n, (ast.Name, ast.Attribute)) and ast.unparse(n) == marker]
+    return (calls or expressions or [None])[0]
+
+
+def _keyword_line(tree: ast.AST, keyword: ast.keyword) -> int:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and keyword in node.keywords:
+            return getattr(keyword, "lineno", node.lineno)
+    return 1
+
+
+def decisive_calls(page: Page) -> dict[str, dict[str, Any]]:
+    """``{concept: {"title", "label", "calls": {framework: [DecisiveCall] or NONE}}}`` in the
+    order the page computes its concepts, for every framework with cells on the page."""
+    found = concepts(page)
+    table: dict[str, dict[str, Any]] = {}
+    for concept, index in found.items():
+        title, label = _section(page, index)
+        table[concept] = {"title": title, "label": label, "calls": {}}
+    served: dict[tuple[str, str], list[int]] = {}
+    for index, cell in enumerate(page.notebook.cells):
+        framework = cell_role(cell)
+        if cell.cell_type != "code" or framework not in FRAMEWORKS:
+            continue
+        keys = [key for key in _assigned_keys(_parse(page, index)) if key in found]
+        if not keys and cell.get("metadata", {}).get(MARKER) is not None:
+            raise PageError(f"{page.where(index)}: this {framework} cell marks a decisive call "
+                            f"({MARKER}: {cell.metadata[MARKER]!r}) but writes no concept's result")
+        for key in keys:
+            served.setdefault((key, framework), []).append(index)
+    for (concept, framework), cells in served.items():
+        markers = [marker for index in cells
+                   for marker in _markers(page.notebook.cells[index].get("metadata", {}).get(MARKER), concept)]
+        if not markers:
+            raise PageError(f"{page.where(cells[0])}: concept {concept!r}, framework {framework}: the cell "
+                            f"marks no decisive call; add ':{MARKER}: <the call>' (or ':{MARKER}: {NONE}' where "
+                            "the framework has no such API)")
+        if markers == [NONE]:
+            table[concept]["calls"][framework] = NONE
+            continue
+        calls = []
+        for marker in markers:
+            for index in cells:
+                tree = _parse(page, index)
+                node = _find(tree, marker)
+                if node is None:
+                    continue
+                line = _keyword_line(tree, node) if isinstance(node, ast.keyword) else node.lineno
+                calls.append(DecisiveCall(ast.unparse(node), index, line))
+                break
+            else:
+                raise PageError(f"{page.where(cells[0])}: concept {concept!r}, framework {framework}: the "
+                                f"decisive call {marker!r} is not in the code that computes it")
+        table[concept]["calls"][framework] = calls
+    return table
+
+
+def write_decisive_calls(page: Page, folder: str | Path) -> Path | None:
+    """Write the page's decisive calls where the comparisons read them; ``None`` (and
+    nothing written) for a page that computes no ``references``."""
+    table = decisive_calls(page)
+    if not table:
+        return None
+    data = {concept: {**entry, "calls": {framework: calls if calls == NONE else [c.as_json() for c in calls]
+                                          for framework, calls in entry["calls"].items()}}
+            for concept, entry in table.items()}
+    path = Path(folder) / CALLS_FILE
+    path.write_text(json.dumps(data, indent=1))
+    return path
