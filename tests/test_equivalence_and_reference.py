@@ -59,3 +59,12 @@ def test_the_chart_sets_ours_beside_their_two_gpus():
     assert heights == [300.0, 200.0, round(499_840 / 169, 1), 0.0, round(499_840 / 51, 1), 0.0]
     assert [text.get_text() for text in axes.get_legend().get_texts()] == [
         "this run", "reference, K80 (theirs, 2018)", "reference, P100 (theirs, 2018)"]
+
+
+def test_a_nan_anywhere_in_a_mapping_is_a_difference():
+    from rosetta_utils.equivalence import max_abs_difference, verdict
+
+    same = {"value": np.ones(2), "gradient": np.ones(2)}
+    nan_gradient = {"value": np.ones(2), "gradient": np.array([1.0, np.nan])}
+    assert np.isnan(max_abs_difference(nan_gradient, same))
+    assert verdict(max_abs_difference(nan_gradient, same), 1e-5).startswith("DIFFERS")

@@ -52,6 +52,8 @@ def test_a_framework_that_leaves_a_concept_out_or_the_wrong_shape_is_a_mismatch(
         check_concepts("p", runs, REFERENCES)
     with pytest.raises(TranslationMismatch, match="structure"):
         check_concepts("p", runs_with(jax={"dense": np.zeros(3)}), REFERENCES)
+    with pytest.raises(TranslationMismatch, match="structure"):
+        check_concepts("p", runs_with(jax={"pool": (np.zeros(2),)}), REFERENCES)
 
 
 # Grids and conditions: a case per combination, a condition per framework.
@@ -104,7 +106,14 @@ def test_a_condition_holds_inside_and_fails_outside():
 
 
 def test_a_case_of_another_shape_differs_outside_its_condition_and_stops_the_page_inside():
+    """On a grid, a case whose result has another shape, or fewer arrays (a tab cannot take
+    the gradient of an output of another shape), differs."""
     shorter_on_odd = lambda case: doubled(case)[: 4]  # noqa: E731
+    pair = lambda case: (doubled(case), doubled(case))  # noqa: E731
+    output_alone = lambda case: pair(case) if case.size == 4 else (doubled(case),)  # noqa: E731
+    checks = check_concepts("p", grid_runs(pytorch=pair, jax=output_alone), {"double": [pair(c) for c in CASES]},
+                            grids={"double": CASES}, conditions={"double": {"jax": "size == 4"}})
+    assert "another shape at size 5" in checks[1].verdict
     checks = check_concepts("p", grid_runs(jax=shorter_on_odd), REFERENCE, grids={"double": CASES},
                             conditions={"double": {"jax": "size == 4"}})
     assert "another shape at size 5" in checks[1].verdict
@@ -149,3 +158,12 @@ def test_a_grid_result_that_is_not_one_entry_per_case_is_refused():
     runs["jax"]["outputs"]["double"] = runs["jax"]["outputs"]["double"][:3]
     with pytest.raises(TranslationMismatch, match=r"one entry per case of its grid \(4\), not 3"):
         check_concepts("p", runs, REFERENCE, grids={"double": CASES})
+
+
+def test_a_nan_result_is_never_exact():
+    runs = runs_with(jax={"dense": np.array([1.0, np.nan])})
+    with pytest.raises(TranslationMismatch, match="framework jax"):
+        check_concepts("p", runs, REFERENCES)
+    on_grid = grid_runs(jax=lambda case: doubled(case) * np.nan)
+    with pytest.raises(TranslationMismatch, match="framework jax"):
+        check_concepts("p", on_grid, REFERENCE, grids={"double": CASES})
