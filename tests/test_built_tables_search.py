@@ -1,7 +1,7 @@
 """The built site's search finds every API name of every translation table on its page.
 
-Each page under book/tables/ opens with a compact table whose cells hold API names in
-backticks (`nnx.Conv`, `L.Convolution2D`). A reader types such a name into the site's
+Each page under book/tables/ opens with a compact table whose cells hold the call each tab
+marks as its translation (`nnx.Conv(...)`, `L.Convolution2D(...)`). A reader types such a name into the site's
 search box; Sphinx's searchtools.js splits the query into words (on everything that is
 not a letter, digit or underscore), drops stop words and pure numbers, stems each word
 with the language's stemmer and looks each up in the index `searchindex.js`. This test
@@ -31,21 +31,16 @@ PREFIX, SUFFIX = "Search.setIndex(", ")"
 
 
 def compact_table_names(path: Path) -> list[str]:
-    """The API names (backticked) in the framework columns of the first table of a page."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    start = next((index for index, line in enumerate(lines) if line.startswith("|")), None)
-    if start is None:
-        return []
-    table = []
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        table.append(line)
+    """The API names of a page's compact table: the callable of every decisive call its tabs
+    mark (the build shows each call in the table; a reader searches for the callable)."""
+    from rosetta_book.decisive_calls import decisive_calls
+    from rosetta_book.page import Page
+
     names = []
-    for line in table[2:]:  # below the header and its rule
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        for cell in cells[1:]:  # the first column names the concept
-            names += re.findall(r"`([^`]+)`", cell)
+    for entry in decisive_calls(Page.read(path)).values():
+        for calls in entry["calls"].values():
+            for call in calls if isinstance(calls, list) else []:
+                names.append(call.text.split("(")[0].split("=")[0])
     return list(dict.fromkeys(names))
 
 
