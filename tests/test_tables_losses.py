@@ -1,26 +1,29 @@
 """The losses translation table, checked through the code the page shows.
 
-Each framework's part runs in its own process as in the book build, the
-page's comparison cell checks every concept against its float64 reference,
-and the tests below count what it checked, break one translation on purpose
-(Huber's delta read as smooth L1's beta) and see the check name it, and make
-sure the compact table names only APIs that the tabs really run.
+Each framework's part runs in its own process as in the book build, and the
+page's comparison cell checks every concept on every case of its grid
+against its float64 reference. The tests below count what it checked, read
+each framework's default reduction off the generated table and off the
+gradients, and break translations on purpose to see the page stop, naming
+concept, framework and case: Huber's delta read as smooth L1's beta, a
+Gluon tab that averages where its default sums (one case inside its
+condition), and a condition taken away, so that a case where the
+translation differs falls inside it.
 """
 
+import copy
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, parts_as_built
-from rosetta_utils import FRAMEWORKS
-from rosetta_book.chapter import ChapterError, load_comparisons
-from rosetta_utils.frameworks import is_installed
-from translation_table_checks import SHARE_FLOOR
-from rosetta_utils.translation_checks import TranslationMismatch, check_concepts, numeric_shares
+from conftest import AVAILABLE, parts_as_built
+from rosetta_book.chapter import load_comparisons
+from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "losses.md"
 PAGE_NAME = "tables/losses.md"
-PROMISED_CONCEPTS = 13
+PROMISED_CONCEPTS = 15
 
 
 @pytest.fixture(scope="module")
@@ -33,24 +36,58 @@ def page(results):
     return load_comparisons(PAGE, results)
 
 
-
-def test_every_concept_is_checked_in_every_framework(page):
-    checks = page["checks"]
-    concepts = {check.concept for check in checks}
-    assert len(concepts) >= PROMISED_CONCEPTS
-    for concept in concepts:
-        assert {c.framework for c in checks if c.concept == concept} == set(AVAILABLE)
-    assert all(check.verdict == "exact" for check in checks)
-    assert min(numeric_shares(checks).values()) >= SHARE_FLOOR, numeric_shares(checks)
+def test_every_concept_runs_in_all_five_frameworks_and_is_checked(page):
+    assert_every_concept_checked(page["checks"], PROMISED_CONCEPTS, AVAILABLE)
+    grids = page["grids"]
+    assert set(grids) == set(page["references"])  # every row on a grid of cases
+    for concept in ("ce_logits", "ce_sum", "ce_none", "reduction_grad", "default_grad", "nll"):
+        assert {case.batch for case in grids[concept]} == {1, 4}, concept
 
 
-def test_a_wrong_convention_is_caught_naming_page_concept_and_framework(page, results):
-    """Huber with delta 2 computed as PyTorch's smooth L1 with beta 2 (half as large)."""
-    wrong = {framework: dict(values) for framework, values in results.items()}
-    outputs = dict(wrong["pytorch"]["outputs"])
-    outputs["huber"] = outputs["smooth_l1"]
-    wrong["pytorch"]["outputs"] = outputs
-    with pytest.raises(TranslationMismatch, match=r"tables/losses.md: concept 'huber', framework pytorch"):
-        check_concepts(PAGE_NAME, wrong, page["references"], tolerances=page["TOLERANCES"])
-    with pytest.raises(ChapterError, match=r"TranslationMismatch.*concept 'huber', framework pytorch"):
-        load_comparisons(PAGE, wrong)
+def test_each_framework_default_reduction_is_read_off_the_table_and_the_gradients(page, results):
+    """PyTorch, Keras, Optax's usual .mean() and Chainer give the mean's gradient, Gluon the
+    sum's: N times as large at a batch of N, the same at a batch of 1."""
+    row = next(line for line in page["compact"].data.splitlines() if "tables-losses-default-gradient" in line)
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert [cell.count("exact where `reduction == 'sum'`") for cell in cells[1:6]] == [0, 0, 0, 1, 0], row
+    assert sum("exact where `reduction == 'mean'`" in cell for cell in cells[1:6]) == 4, row
+    for case, pytorch, mxnet in zip(page["grids"]["default_grad"], results["pytorch"]["outputs"]["default_grad"],
+                                    results["mxnet"]["outputs"]["default_grad"]):
+        np.testing.assert_allclose(mxnet, case.batch * pytorch, rtol=0, atol=1e-5)
+    assert {check.framework: check.condition for check in page["checks"] if check.concept == "ce_probs"} == {
+        "pytorch": None, "tensorflow": "gap < 16", "jax": None, "mxnet": None, "chainer": None}
+
+
+def test_a_wrong_convention_is_caught_naming_page_concept_framework_and_case(results):
+    """Huber computed as PyTorch's smooth L1 with beta = delta: the same at a threshold of 1,
+    half as large at 2, so the page names a case with threshold 2."""
+    broken = copy.deepcopy(results)
+    broken["pytorch"]["outputs"]["huber"] = broken["pytorch"]["outputs"]["smooth_l1"]
+    assert_the_page_stops_naming(PAGE, broken, PAGE_NAME, "huber", "pytorch", case="threshold 2.0, largest_error 4.0")
+
+
+def test_one_case_broken_inside_a_condition_stops_the_page_naming_it(page, results):
+    """A Gluon tab that averaged its default loss (gradient / N) on the one case where its
+    stated default, the sum, differs from the mean: batch 4, inside 'reduction == sum'."""
+    broken = copy.deepcopy(results)
+    cases = page["grids"]["default_grad"]
+    index = next(n for n, case in enumerate(cases) if case.batch == 4 and case.reduction == "sum")
+    gradients = list(broken["mxnet"]["outputs"]["default_grad"])
+    gradients[index] = gradients[index] / 4
+    broken["mxnet"]["outputs"]["default_grad"] = gradients
+    assert_the_page_stops_naming(PAGE, broken, PAGE_NAME, "default_grad", "mxnet", case="batch 4, reduction sum")
+
+
+@pytest.mark.parametrize("concept, framework, stated, removed, case", [
+    ("ce_probs", "tensorflow", 'conditions["ce_probs"] = {"tensorflow": "gap < 16"}\n',
+     'conditions["ce_probs"] = {}\n', "gap 30"),
+    ("default_grad", "mxnet", '    "mxnet": "reduction == \'sum\'",\n', "", "batch 4, reduction mean"),
+])
+def test_a_condition_removed_stops_the_page_at_the_case_outside_it(tmp_path, results, concept, framework, stated,
+                                                                   removed, case):
+    """Without its condition, the case where the translation differs (Keras's probabilities
+    clipped at 1e-7; Gluon's summed gradient against the mean) is inside, and the page stops."""
+    text = PAGE.read_text()
+    assert text.count(stated) == 1
+    (tmp_path / "losses.md").write_text(text.replace(stated, removed))
+    assert_the_page_stops_naming(tmp_path / "losses.md", results, PAGE_NAME, concept, framework, case=case)
