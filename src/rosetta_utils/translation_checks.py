@@ -120,7 +120,7 @@ class RowCheck:
             return f"none: {self.note}" if self.note else "none"
         if not self.exact:
             return f"approximate ({self.error:.2g})"
-        if self.error > self.tolerance:
+        if not self.error <= self.tolerance:  # NaN too
             return f"DIFFERS ({self.error:.3g} > {self.tolerance:g}{f' at {self.worst}' if self.worst else ''})"
         if self.condition:
             return f"exact where {self.condition}; outside it differs ({self.outside})"
@@ -158,7 +158,7 @@ def _errors(page: str, concept: str, framework: str, got: Any, expected: Any,
     for number, (result, reference) in enumerate(pairs):
         try:
             error = max_abs_difference(_as_mapping(result), _as_mapping(reference))
-            errors.append(math.inf if math.isnan(error) else error)  # NaN is never within a bound
+            errors.append(error)  # NaN stays NaN: never within a bound (see _size)
         except ValueError as problem:
             if cases is None:
                 raise TranslationMismatch(f"{where}: its result does not match the reference's structure: "
@@ -171,7 +171,14 @@ def _errors(page: str, concept: str, framework: str, got: Any, expected: Any,
 
 
 def _error_text(error: float) -> str:
+    if math.isnan(error):
+        return "NaN"
     return "another shape" if math.isinf(error) else f"{error:.2g}"
+
+
+def _size(error: float) -> float:
+    """An error to rank cases by: NaN ranks above every number, as another shape does."""
+    return math.inf if math.isnan(error) else error
 
 
 def _check_on_grid(page: str, concept: str, framework: str, errors: list[float], cases: Sequence[Case] | None,
@@ -183,12 +190,12 @@ def _check_on_grid(page: str, concept: str, framework: str, errors: list[float],
     outside = [n for n in range(len(cases)) if n not in inside]
     if not inside:
         raise TranslationMismatch(f"{where}: no case of its grid meets its condition {condition!r}")
-    worst = max(inside, key=lambda n: errors[n])
+    worst = max(inside, key=lambda n: _size(errors[n]))
     check = RowCheck(concept, framework, errors[worst], bound, exact, cases=len(cases), condition=condition,
                      worst=str(cases[worst]))
     if not exact:
         return check
-    if errors[worst] > bound:
+    if _size(errors[worst]) > bound:
         if raise_on_mismatch:
             stated = f" where {condition}" if condition else ""
             raise TranslationMismatch(f"{where}: claimed exact{stated}, but at the case {cases[worst]} the "
@@ -196,13 +203,13 @@ def _check_on_grid(page: str, concept: str, framework: str, errors: list[float],
         return check
     if condition is None:
         return check
-    failing = [n for n in outside if errors[n] > bound]
+    failing = [n for n in outside if _size(errors[n]) > bound]
     if not failing:
         raise TranslationMismatch(
             f"{where}: the row states the condition {condition!r}, but its grid shows the translation "
             f"holding outside it too ({len(outside)} cases, all within {bound:g}): drop the condition, "
             "or add the case where it fails")
-    example = max(failing, key=lambda n: errors[n])
+    example = max(failing, key=lambda n: _size(errors[n]))
     return RowCheck(concept, framework, errors[worst], bound, exact, cases=len(cases), condition=condition,
                     worst=str(cases[worst]), outside=f"{_error_text(errors[example])} at {cases[example]}")
 
