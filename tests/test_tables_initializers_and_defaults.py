@@ -20,7 +20,7 @@ import pytest
 from conftest import AVAILABLE, IN_PROCESS, parts_as_built
 from rosetta_book.chapter import ChapterError, load_comparisons
 from rosetta_utils.translation_checks import Case
-from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
+from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "initializers_and_defaults.md"
 PAGE_NAME = "tables/initializers_and_defaults.md"
@@ -191,10 +191,7 @@ def test_a_condition_taken_away_stops_the_page(results, tmp_path):
     rounds down on an odd size, outside the condition until now, are inside, and differ."""
     if "chainer" not in AVAILABLE:
         pytest.skip("Chainer is not installed")
-    text = PAGE.read_text()
     line = "    \"chainer\": \"stride == 2 and rounding == 'ceil'\",\n"
-    assert text.count(line) == 1
-    copy = tmp_path / PAGE.name
-    copy.write_text(text.replace(line, ""))
+    copy = page_with(PAGE, tmp_path, line, "")
     assert_the_page_stops_naming(copy, results, PAGE_NAME, "max_pool", "chainer",
                                  case="stride 1, rounding floor, size 6")

@@ -12,7 +12,7 @@ import pytest
 from conftest import parts_as_built
 from rosetta_book.chapter import load_comparisons
 from rosetta_utils import FRAMEWORKS
-from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
+from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "layers.md"
 PAGE_NAME = "tables/layers.md"
@@ -85,22 +85,18 @@ def test_one_wrong_case_inside_a_condition_stops_the_page_naming_it(parts, compa
 def test_a_row_stated_without_its_condition_stops_the_page(parts, tmp_path):
     """Leave out the condition under which PyTorch's explicit padding is "same": the odd size,
     which the grid shows failing, is then inside the row's claim."""
-    text = PAGE.read_text()
     stated = '    "pytorch": "size % 2 == 0",\n'
-    assert text.count(stated) == 1
-    (tmp_path / "layers.md").write_text(text.replace(stated, ""))
-    assert_the_page_stops_naming(tmp_path / "layers.md", parts, PAGE_NAME, "conv_same_stride2", "pytorch",
+    assert_the_page_stops_naming(page_with(PAGE, tmp_path, stated, ""), parts, PAGE_NAME, "conv_same_stride2", "pytorch",
                                  case="size 7")
 
 
 def test_a_needless_condition_stops_the_page(parts, tmp_path):
-    text = PAGE.read_text()
-    needless = 'conditions["dense"] = {"jax": "batch == 1"}\n'
-    (tmp_path / "layers.md").write_text(text.replace("references[\"dense\"] = [", needless + "references[\"dense\"] = [", 1))
+    needless = 'references["dense"] = [\n    reference(case, lambda x, w, b'
+    copy = page_with(PAGE, tmp_path, needless, 'conditions["dense"] = {"jax": "batch == 1"}\n' + needless)
     from rosetta_book.chapter import ChapterError
 
     with pytest.raises(ChapterError, match="states the condition 'batch == 1', but its grid shows"):
-        load_comparisons(tmp_path / "layers.md", parts)
+        load_comparisons(copy, parts)
 
 
 def test_the_compact_table_shows_the_marked_calls_and_follows_the_code(parts, comparison, tmp_path):
@@ -110,12 +106,9 @@ def test_the_compact_table_shows_the_marked_calls_and_follows_the_code(parts, co
     assert "exact where `same_pad <= 1 and same_out == ceil_out`; else differs" in table
     assert "none: Keras 3 has no align_corners" in table
     # the same layer, its arguments written another way: the cell shows the new code
-    text = PAGE.read_text()
     old = "nn.MaxPool2d(case.window, case.stride, ceil_mode=True)"
     new = "nn.MaxPool2d(kernel_size=case.window, stride=case.stride, ceil_mode=True)"
-    assert text.count(old) == 1
-    (tmp_path / "layers.md").write_text(text.replace(old, new))
-    changed = load_comparisons(tmp_path / "layers.md", parts)["compact"].data
+    changed = load_comparisons(page_with(PAGE, tmp_path, old, new), parts)["compact"].data
     assert f"`{new}`: exact" in changed and old not in changed
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import AVAILABLE, parts_as_built
 from rosetta_book.chapter import load_comparisons
-from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
+from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "losses.md"
 PAGE_NAME = "tables/losses.md"
@@ -87,7 +87,4 @@ def test_a_condition_removed_stops_the_page_at_the_case_outside_it(tmp_path, res
                                                                    removed, case):
     """Without its condition, the case where the translation differs (Keras's probabilities
     clipped at 1e-7; Gluon's summed gradient against the mean) is inside, and the page stops."""
-    text = PAGE.read_text()
-    assert text.count(stated) == 1
-    (tmp_path / "losses.md").write_text(text.replace(stated, removed))
-    assert_the_page_stops_naming(tmp_path / "losses.md", results, PAGE_NAME, concept, framework, case=case)
+    assert_the_page_stops_naming(page_with(PAGE, tmp_path, stated, removed), results, PAGE_NAME, concept, framework, case=case)

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import AVAILABLE, IN_PROCESS, parts_as_built, smoke_offline
 from rosetta_book.chapter import load_chapter, load_comparisons
-from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
+from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "modes_and_gradients.md"
 PAGE_NAME = "tables/modes_and_gradients.md"
@@ -51,15 +51,6 @@ def changed(results, framework, concept, value):
     outputs[concept] = value
     wrong[framework]["outputs"] = outputs
     return wrong
-
-
-def page_with(tmp_path, old, new):
-    """A copy of the page where ``old`` (found exactly once) reads ``new``."""
-    text = PAGE.read_text()
-    assert text.count(old) == 1, old
-    path = tmp_path / PAGE.name
-    path.write_text(text.replace(old, new))
-    return path
 
 
 def test_every_concept_is_checked_in_every_framework(page):
@@ -134,7 +125,7 @@ def test_a_fresh_pytorch_dropout_that_inferred_stops_the_page(page, results):
 def test_without_its_condition_pytorch_batch_of_one_stops_the_page(results, tmp_path):
     """PyTorch refuses a batch of one while training: drop the condition `batch > 1` and the
     failing case is inside, so the page stops naming it."""
-    copy = page_with(tmp_path, 'conditions["batchnorm_train"] = {"pytorch": "batch > 1"}',
+    copy = page_with(PAGE, tmp_path, 'conditions["batchnorm_train"] = {"pytorch": "batch > 1"}',
                      'conditions["batchnorm_train"] = {}')
     with pytest.MonkeyPatch.context() as patch:
         smoke_offline(patch)
@@ -145,7 +136,7 @@ def test_without_its_condition_pytorch_batch_of_one_stops_the_page(results, tmp_
 def test_a_wrong_default_in_a_condition_stops_the_page(results, tmp_path):
     """Keras's plain call infers: a condition claiming it trains fails on its own cases."""
     line = 'conditions["batchnorm_train"] = {"pytorch": "batch > 1"}'
-    copy = page_with(tmp_path, line, line + '\nconditions["dropout_default"]["tensorflow"] = \'mode == "train"\'')
+    copy = page_with(PAGE, tmp_path, line, line + '\nconditions["dropout_default"]["tensorflow"] = \'mode == "train"\'')
     with pytest.MonkeyPatch.context() as patch:
         smoke_offline(patch)
         assert_the_page_stops_naming(copy, results, PAGE_NAME, "dropout_default", "tensorflow",

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import AVAILABLE, parts_as_built, smoke_offline
 from rosetta_book.chapter import load_chapter, load_comparisons
-from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
+from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "optimizers.md"
 PAGE_NAME = "tables/optimizers.md"
@@ -138,8 +138,5 @@ def test_a_removed_condition_stops_the_page_at_the_case_outside_it(tmp_path, res
                                                                   case):
     """Without its condition, the failing case the grid found outside it is inside: Keras's
     decoupled decay under momentum, PyTorch's cosine climbing again past its end."""
-    text = PAGE.read_text()
-    assert text.count(line) == 1
-    copy_of_page = tmp_path / PAGE.name
-    copy_of_page.write_text(text.replace(line, ""))
+    copy_of_page = page_with(PAGE, tmp_path, line, "")
     assert_the_page_stops_naming(copy_of_page, results, PAGE_NAME, concept, framework, case=case)

@@ -11,7 +11,7 @@ import pytest
 from conftest import parts_as_built
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.chapter import load_comparisons
-from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
+from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "tensors_and_dtypes.md"
 PAGE_NAME = "tables/tensors_and_dtypes.md"
@@ -26,15 +26,6 @@ def parts():
 @pytest.fixture(scope="module")
 def comparison(parts):
     return load_comparisons(PAGE, parts)
-
-
-def page_with(tmp_path, old, new):
-    """A copy of the page with one line of a shared cell changed."""
-    text = PAGE.read_text()
-    assert text.count(old) == 1, old
-    path = tmp_path / PAGE.name
-    path.write_text(text.replace(old, new))
-    return path
 
 
 def test_the_traps_show_in_the_results(comparison):
@@ -95,13 +86,13 @@ def test_a_condition_removed_stops_the_page_at_the_case_outside_it(tmp_path, par
                                                                     new, case):
     """Without its condition, the case where the translation differs is inside: the page
     stops naming it."""
-    assert_the_page_stops_naming(page_with(tmp_path, old, new), parts, PAGE_NAME, concept, framework, case=case)
+    assert_the_page_stops_naming(page_with(PAGE, tmp_path, old, new), parts, PAGE_NAME, concept, framework, case=case)
 
 
 def test_a_needless_condition_stops_the_page(tmp_path, parts):
     """JAX keeps the lower index of ties first: a condition that says it holds only without
     ties is contradicted by the grid, and the page stops."""
-    path = page_with(tmp_path, 'conditions["top_k"] = {"pytorch": "not ties", "mxnet": "not ties"}',
+    path = page_with(PAGE, tmp_path, 'conditions["top_k"] = {"pytorch": "not ties", "mxnet": "not ties"}',
                      'conditions["top_k"] = {"pytorch": "not ties", "mxnet": "not ties", "jax": "not ties"}')
     assert_the_page_stops_naming(path, parts, PAGE_NAME, "top_k", "jax")
 

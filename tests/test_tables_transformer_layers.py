@@ -13,7 +13,7 @@ import pytest
 from conftest import parts_as_built
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.chapter import load_comparisons
-from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
+from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "transformer_layers.md"
 PAGE_NAME = "tables/transformer_layers.md"
@@ -100,11 +100,8 @@ def test_a_wrong_result_on_one_case_inside_a_condition_stops_the_page_naming_it(
 def test_without_its_condition_the_default_epsilon_row_stops_the_page(parts, tmp_path):
     """Keras's condition removed: its cases at PyTorch's and Flax's defaults, where its
     default layer differs, are now claimed exact."""
-    text = PAGE.read_text()
     condition = '    "tensorflow": "eps == 1e-3",\n'
-    assert text.count(condition) == 1
-    page = tmp_path / PAGE.name
-    page.write_text(text.replace(condition, ""))
+    page = page_with(PAGE, tmp_path, condition, "")
     assert_the_page_stops_naming(page, parts, PAGE_NAME, "layer_norm_default_eps", "tensorflow",
                                  case="eps 1e-06")
 

@@ -67,6 +67,16 @@ def calls_never_executed(path: Path, framework: str) -> list[str]:
     return missing
 
 
+def page_with(page: Path, folder: Path, old: str, new: str) -> Path:
+    """A copy of ``page`` in ``folder`` where ``old`` (found exactly once) reads ``new``: a
+    test's way to change one line of a table page (a condition, a call) and run it."""
+    text = page.read_text()
+    assert text.count(old) == 1, f"{page.name}: {old!r} is not on the page exactly once"
+    path = folder / page.name
+    path.write_text(text.replace(old, new))
+    return path
+
+
 def assert_every_concept_checked(checks, promised: int, frameworks=FRAMEWORKS) -> None:
     """At least ``promised`` concepts, each run in every framework, SHARE_FLOOR of them checked
     numerically in each framework, and every exact row within its bound."""
