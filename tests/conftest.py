@@ -259,11 +259,13 @@ def assert_a_failed_proof_stops_the_page(page, results, framework, changed, matc
     from rosetta_book.chapter import ChapterError, load_comparisons
     from rosetta_utils.equivalence import VerdictFailed
 
+    import tempfile
+
     wrong = {name: dict(values) for name, values in results.items()}
     wrong[framework].update(changed)
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory(prefix="rosetta-failed-") as records:
         smoke_offline(patch)
-        patch.setenv("ROSETTA_RESULTS_DIR", str(Path(page).parent / "_never_written"))
+        patch.setenv("ROSETTA_RESULTS_DIR", records)  # a failed run's records go nowhere that lasts
         with pytest.raises(ChapterError) as error:
             load_comparisons(page, wrong)
     assert isinstance(error.value.__cause__, VerdictFailed), error.value
