@@ -4,8 +4,10 @@ Each installed framework's part runs in its own process, as in the book
 build; the comparison cells then run on what the parts left. The tests read
 the knob table against the installed frameworks (PyTorch in this process,
 the others each in a process of its own), check that every measurement the
-page shows is there (no timing thresholds: the machine may be busy), and
-feed each verdict the page prints a case it must fail.
+page shows is there and ran on the CPU (no timing thresholds: the machine
+may be busy), check the rule that names a faster setting, and show the GPU
+section with and without a device-check record: the page says nothing of a
+GPU without one, and never shows a CPU record as a GPU one.
 """
 
 import os
@@ -14,13 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_knob_table_complete, framework_process_output, smoke_offline
-from rosetta_utils import FRAMEWORKS
+from conftest import AVAILABLE, assert_knob_table_complete, framework_process_output, smoke_offline
 from rosetta_book.chapter import load_comparisons, run_framework_parts
 from rosetta_utils.frameworks import is_installed
+from rosetta_utils.results import record_result
+from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "autotuning.md"
-#: The switch each framework's cells must name, per knob (the issue's list).
+#: The switch each framework's cells must name, per knob.
 SWITCHES = {
     "pytorch": {"cuDNN algorithm search": "torch.backends.cudnn.benchmark",
                 "deterministic algorithms": "torch.backends.cudnn.deterministic",
@@ -29,11 +32,11 @@ SWITCHES = {
     "tensorflow": {"cuDNN algorithm search": "TF_CUDNN_USE_AUTOTUNE",
                    "XLA GPU autotune level": "--xla_gpu_autotune_level",
                    "new input shape": "tf.function",
-                   "oneDNN primitive cache (CPU)": "ONEDNN_PRIMITIVE_CACHE_CAPACITY",
                    "input pipeline autotune": "tf.data.AUTOTUNE"},
     "jax": {"XLA GPU autotune level": "--xla_gpu_autotune_level",
             "deterministic algorithms": "--xla_gpu_deterministic_ops",
-            "new input shape": "jax.jit"},
+            "new input shape": "jax.jit",
+            "persistent compilation cache": "jax_compilation_cache_dir"},
     "mxnet": {"cuDNN algorithm search": "MXNET_CUDNN_AUTOTUNE_DEFAULT",
               "deterministic algorithms": "MXNET_ENFORCE_DETERMINISM",
               "new input shape": "hybridize",
@@ -46,33 +49,57 @@ DEFAULTS = {
     "tensorflow": ("import tensorflow as tf\nprint(tf.data.AUTOTUNE)",
                    "input pipeline autotune", "tf.data.AUTOTUNE = {}"),
     "jax": ("import jax\nprint(jax.config.jax_compilation_cache_dir)",
-            "new input shape", "jax_compilation_cache_dir = {}"),
+            "persistent compilation cache", "jax_compilation_cache_dir = {}"),
     "mxnet": ("import mxnet as mx\nprint(mx.util.getenv('MXNET_CUDNN_AUTOTUNE_DEFAULT') or 'unset')",
               "cuDNN algorithm search", "MXNET_CUDNN_AUTOTUNE_DEFAULT = {}"),
     "chainer": ("import chainer\nprint(chainer.config.autotune, chainer.config.cudnn_deterministic)",
                 None, None),
 }
-
-
-installed_output = framework_process_output
+#: The CPU knob each framework measures, its two settings in the order they are shown.
+CPU_SETTINGS = {"pytorch": ["primitive cache: default", "primitive cache: off"],
+                "mxnet": ["primitive cache: default", "primitive cache: off"],
+                "tensorflow": ["tf.data AUTOTUNE: off", "tf.data AUTOTUNE: on"],
+                "jax": ["compile cache: empty", "compile cache: filled"],
+                "chainer": []}
+#: The variables the settings put into a fresh process's environment (pages are read, not run).
+SETTING_VARIABLES = {"pytorch": '"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0"',
+                     "mxnet": '"MXNET_MKLDNN_CACHE_NUM": "0"',
+                     "jax": "JAX_COMPILATION_CACHE_DIR=cache_dir"}
 
 
 @pytest.fixture(scope="module")
-def comparison(tmp_path_factory):
-    patch = pytest.MonkeyPatch()
-    smoke_offline(patch, tmp_path_factory.mktemp("autotuning-results"))
-    patch.setenv("MPLBACKEND", "Agg")
-    patch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0)))))
-    for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "XLA_FLAGS", "TF_CUDNN_USE_AUTOTUNE"):
-        patch.delenv(name, raising=False)
-    try:
-        yield load_comparisons(PAGE, run_framework_parts(PAGE, AVAILABLE))
-    finally:
-        patch.undo()
+def parts():
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        patch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0)))))
+        for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "MXNET_MKLDNN_CACHE_NUM", "XLA_FLAGS",
+                     "TF_CUDNN_USE_AUTOTUNE", "JAX_COMPILATION_CACHE_DIR"):
+            patch.delenv(name, raising=False)
+        yield run_framework_parts(PAGE, AVAILABLE)
+
+
+def comparisons_with_records(parts, folder, *records):
+    """The page's comparison cells, with ``records`` (keyword arguments of
+    record_result) as the only results the build and the curated folder hold."""
+    build, curated = folder / "build", folder / "curated"
+    curated.mkdir(parents=True, exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch, build)
+        patch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
+        patch.setenv("MPLBACKEND", "Agg")
+        for record in records:
+            record_result(folder=build, **record)
+        return load_comparisons(PAGE, parts)
+
+
+@pytest.fixture(scope="module")
+def comparison(parts, tmp_path_factory):
+    return comparisons_with_records(parts, tmp_path_factory.mktemp("autotuning-results"))
 
 
 def test_the_knob_table_has_every_switch_and_a_cell_for_every_framework(comparison):
-    assert_knob_table_complete(comparison, SWITCHES, AVAILABLE)
+    # the page's last column is each switch's measured effect, with a link to where
+    assert_knob_table_complete({**comparison, "LINKS": comparison["EFFECTS"]}, SWITCHES, AVAILABLE)
 
 
 @pytest.mark.skipif(not is_installed("pytorch"), reason="PyTorch is not installed")
@@ -85,12 +112,15 @@ def test_pytorch_defaults_are_the_installed_ones(comparison):
         f"torch.backends.cudnn.deterministic = {torch.backends.cudnn.deterministic};")
     assert knobs["deterministic algorithms"].endswith(f"= {torch.are_deterministic_algorithms_enabled()}")
     assert "unset" in knobs["oneDNN primitive cache (CPU)"]
+    import torch._inductor.config
+
+    assert f"fx_graph_cache = {torch._inductor.config.fx_graph_cache}:" in knobs["persistent compilation cache"]
 
 
 @pytest.mark.parametrize("framework", [fw for fw in DEFAULTS if fw in AVAILABLE])
 def test_other_defaults_are_the_installed_ones(comparison, framework):
     code, knob, expected = DEFAULTS[framework]
-    value = installed_output(framework, code)
+    value = framework_process_output(framework, code)
     knobs = comparison["runs"][framework].knobs
     if framework == "chainer":
         autotune, deterministic = value.split()
@@ -103,48 +133,89 @@ def test_other_defaults_are_the_installed_ones(comparison, framework):
 
 
 @pytest.mark.parametrize("framework", AVAILABLE)
-def test_every_new_shape_was_timed(comparison, framework):
+def test_every_new_shape_was_timed_on_the_cpu(comparison, framework):
     run = comparison["runs"][framework]
+    assert "cpu" in run.placement["device"].lower() or run.placement["device"] == "@numpy", run.placement
     for costs in run.shape_costs.values():
-        assert list(costs) == [f"batch {batch}" for batch in comparison["SHAPES"]]
+        assert list(costs) == [f"batch {batch}" for batch in comparison["BATCHES"]]
         for cost in costs.values():
-            assert cost["first"] > 0 and cost["steady"] > 0
+            assert cost["first"] > 0 and len(cost["steady"]) == comparison["REPEATS"]
+            assert min(cost["steady"]) > 0
     assert isinstance(run.repeatable, bool)
 
 
-def test_tensorflow_traced_once_per_shape(comparison):
-    if "tensorflow" not in comparison["runs"]:
-        pytest.skip("TensorFlow is not installed")
-    assert list(comparison["runs"]["tensorflow"].shape_costs) == ["tf.function"]
+def test_the_network_is_the_chapters_and_the_batches_its_own():
+    """The sizes the page measures at are the CIFAR-10 chapter's: its batch, its layers."""
+    text = PAGE.read_text()
+    chapter = (PAGE.parents[1] / "chapters" / "cifar10_cnn.md").read_text()
+    assert "BATCH, LR, MOMENTUM = 64," in chapter and "BATCHES = [64, 16]" in text
+    for layer in ('"conv2": (50, 50, 3, 32)', '"conv4": (100, 100, 3, 16)', '"fc1": (100 * 8 * 8, 512, 1, 1)'):
+        assert layer in chapter
+    assert text.count("nn.Conv2d(100, 100, 3, padding=1)") == 2  # the tab and the CPU script
+    assert "nn.Linear(100 * 8 * 8, 512)" in text and "Dense(512" in text
 
 
-def test_the_cpu_measurements_are_there_or_said_missing(comparison):
-    runs = comparison["runs"]
-    expected = {"pytorch": {"oneDNN primitive cache: default", "oneDNN primitive cache: off"},
-                "mxnet": {"oneDNN primitive cache: default", "oneDNN primitive cache: off"},
-                "tensorflow": {"tf.data AUTOTUNE: on", "tf.data AUTOTUNE: off"},
-                "jax": set(), "chainer": set()}
-    for framework, run in runs.items():
-        assert set(run.cpu_tuning) == expected[framework]
-        assert all(value > 0 for value in run.cpu_tuning.values())
-    shown = [row[0] for row in comparison["rows"] if row[1] == "not measured here"]
-    assert shown == [fw for fw in runs if not expected[fw]]
+@pytest.mark.parametrize("framework", AVAILABLE)
+def test_each_frameworks_own_cpu_knob_was_measured_in_turns(comparison, framework):
+    run = comparison["runs"][framework]
+    assert list(run.cpu_tuning) == CPU_SETTINGS[framework]
+    rounds, repeats = comparison["ROUNDS"], comparison["REPEATS"]
+    expected = {"jax": rounds, "tensorflow": repeats}.get(framework, rounds * repeats)
+    for seconds in run.cpu_tuning.values():
+        assert len(seconds) == expected and min(seconds) > 0
+    if framework in SETTING_VARIABLES:
+        assert SETTING_VARIABLES[framework] in PAGE.read_text()
+    shown = [row for row in comparison["rows_cpu"] if row[0] == framework]
+    if not CPU_SETTINGS[framework]:
+        assert shown == [[framework, "nothing to tune: not measured", "-", "-", "-"]]
+    else:
+        assert [row[1] for row in shown] == CPU_SETTINGS[framework]
+        assert shown[0][3] == 1.0
 
 
-def test_the_new_shape_verdict_fails_a_costly_first_call(comparison):
-    verdict = comparison["new_shape_verdict"]
-    assert verdict({"first": 1.0, "steady": 0.01}).startswith("COSTLY")
-    assert verdict({"first": 0.011, "steady": 0.01}) == "no extra cost"
-    assert verdict({"first": float("nan"), "steady": 0.01}) == "NOT MEASURED"
+def test_faster_is_said_only_when_the_spreads_do_not_overlap(comparison):
+    faster, spread = comparison["faster"], comparison["spread"]
+    fast, slow = [1.0, 1.1, 1.2, 1.0, 1.1], [2.0, 2.2, 2.1, 1.9, 2.0]
+    assert faster(fast, slow) == "first" and faster(slow, fast) == "second"
+    # a lower median is not enough: these IQRs (1.2 to 1.6, 1.5 to 1.7) overlap
+    assert faster([1.0, 1.2, 1.4, 1.6, 1.8], [1.3, 1.5, 1.5, 1.7, 1.9]).startswith("neither")
+    assert spread([1.0, 2.0, 3.0, 4.0, 5.0]) == (3.0, 2.0)
 
 
-def test_the_repeat_verdict_fails_differing_calls(comparison):
-    assert comparison["repeat_verdict"](False).startswith("DIFFERS")
-    assert comparison["repeat_verdict"](True) == "bit-identical"
+def test_the_effects_in_the_knob_table_are_the_measured_ratios(comparison):
+    for framework, run in comparison["runs"].items():
+        if not run.cpu_tuning:
+            continue
+        (base, first), (other, second) = run.cpu_tuning.items()
+        ratio = np.median(second) / np.median(first)
+        assert f"{framework}: {other} x{ratio:.2f} of {base}" in " ".join(comparison["EFFECTS"].values())
+    costs = comparison["runs"][AVAILABLE[0]].shape_costs
+    form, shapes = next(iter(costs.items()))
+    first = shapes[f"batch {comparison['BATCHES'][0]}"]
+    assert f"x{first['first'] / np.median(first['steady']):.1f}" in comparison["EFFECTS"]["new input shape"]
 
 
-def test_gpu_autotuning_is_not_measured_on_a_cpu(comparison):
-    on_gpu = [fw for fw, run in comparison["runs"].items()
-              if run.environment["device"].lower().startswith(("cuda", "gpu"))]
-    assert comparison["on_gpu"] == on_gpu
-    assert np.isfinite(comparison["NEW_SHAPE_RATIO"])
+def test_without_a_gpu_record_the_page_claims_nothing_of_a_gpu(comparison):
+    assert comparison["GPU_ROWS"] == [[NOT_MEASURED_ON_A_GPU] + ["-"] * (len(comparison["GPU_HEADERS"]) - 1)]
+    for knob in ("cuDNN algorithm search", "XLA GPU autotune level"):
+        assert comparison["EFFECTS"][knob].startswith(NOT_MEASURED_ON_A_GPU)
+    assert "on_gpu" not in comparison, "no GPU statement from the CPU parts"
+
+
+def test_a_gpu_record_is_shown_and_a_cpu_one_never(parts, tmp_path):
+    def record(setting, device, first, median, equal):
+        return {"task": "lesson-autotuning", "framework": "pytorch", "versions": {"torch": "2.11.0"},
+                "device": device, "config": {"network": "cifar10", "batch": 64, "setting": setting},
+                "metrics": {"first_step_seconds": first, "median_seconds": median, "iqr_seconds": median / 10,
+                            "bitwise_equal_runs": equal}}
+
+    found = comparisons_with_records(parts, tmp_path,
+                                     record("cudnn.benchmark off", "NVIDIA H200", 0.5, 0.004, True),
+                                     record("cudnn.benchmark on", "NVIDIA H200", 2.0, 0.003, False),
+                                     record("cudnn.benchmark on", "cpu", 99.0, 9.0, True))
+    assert [(row[0], row[1], row[4]) for row in found["GPU_ROWS"]] == [
+        ("pytorch", "NVIDIA H200", "cudnn.benchmark off"), ("pytorch", "NVIDIA H200", "cudnn.benchmark on")]
+    effect = found["EFFECTS"]["cuDNN algorithm search"]
+    assert "first step 0.5 s -> 2 s, steady step x0.75, bitwise-equal runs False" in effect
+    assert "99" not in effect
+    assert found["EFFECTS"]["XLA GPU autotune level"].startswith("no record of both")

@@ -1,49 +1,81 @@
 """The memory-layouts lesson, checked through the code it shows.
 
 Each framework's part runs in its own process, as in the book build (smoke
-profile, offline); the page's comparison cells then build the knob table,
-the transpose counts and their check, the timings and the weight-layout
-verdicts from what the parts left. Each check the page prints is also fed a
-wrong case, which it must fail, and each default in the knob table is read
-again here from the installed framework.
+profile, offline); the page's comparison cells then build the knob table
+with each switch's measured effect, the transpose counts, the layouts the
+convolutions ran in, the timings (medians and IQRs, never a verdict) and the
+weight-layout verdicts from what the parts left. Each check the page makes
+is also fed a wrong case, which it must fail (a failed weight check stops
+the page), each default in the knob table is read again here from the
+installed framework, and the GPU section is shown with and without a
+device-check record.
 """
 
+import copy
 import inspect
+import re
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, parts_as_built
-from rosetta_utils import FRAMEWORKS
-from rosetta_book.chapter import load_comparisons
-from rosetta_utils.frameworks import is_installed
+from conftest import (
+    AVAILABLE,
+    IN_PROCESS_PARAMS,
+    assert_a_failed_proof_stops_the_page,
+    assert_knob_table_complete,
+    smoke_offline,
+)
+from rosetta_book.chapter import load_comparisons, run_framework_parts
+from rosetta_utils.results import record_result
+from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "memory_layouts.md"
 #: The switches the issue names, one row each.
 KNOBS = ["conv layout", "RNN layout", "conv kernel layout", "dense weight layout"]
+#: The switch each framework's cells must name, per knob.
+SWITCHES = {
+    "pytorch": {"conv layout": "torch.channels_last", "RNN layout": "batch_first"},
+    "tensorflow": {"conv layout": "data_format='channels_first'", "RNN layout": "time_major"},
+    "jax": {"conv layout": "nnx.Conv has no layout argument", "RNN layout": "time_major"},
+    "mxnet": {"conv layout": "layout='NHWC'", "RNN layout": "layout='NTC'"},
+    "chainer": {"conv layout": "no layout argument"},
+}
 
 
 @pytest.fixture(scope="module")
-def comparison():
+def parts():
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        yield run_framework_parts(PAGE, AVAILABLE)
+
+
+def comparisons_with_records(parts, folder, *records):
+    """The page's comparison cells, with ``records`` (keyword arguments of
+    record_result) as the only results the build and the curated folder hold."""
+    build, curated = folder / "build", folder / "curated"
+    curated.mkdir(parents=True, exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch, build)
+        patch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
+        patch.setenv("MPLBACKEND", "Agg")
+        for record in records:
+            record_result(folder=build, **record)
+        return load_comparisons(PAGE, parts)
+
+
+@pytest.fixture(scope="module")
+def comparison(parts, tmp_path_factory):
     """The page's comparison cells, run on what each framework's part left."""
-    for parts in parts_as_built(PAGE, AVAILABLE):  # inside the build's conditions
-        yield load_comparisons(PAGE, parts)
+    return comparisons_with_records(parts, tmp_path_factory.mktemp("layouts-results"))
 
 
 def test_the_knob_table_has_a_row_per_switch_and_a_cell_per_framework(comparison):
     assert comparison["KNOBS"] == KNOBS
     assert list(comparison["runs"]) == AVAILABLE
-    for framework, run in comparison["runs"].items():
-        for knob in KNOBS:
-            assert isinstance(run.knobs[knob], str) and run.knobs[knob].strip(), (framework, knob)
-    table = comparison["show_table"](
-        ["knob", *comparison["runs"]],
-        [[knob, *(run.knobs[knob] for run in comparison["runs"].values())] for knob in KNOBS])
-    lines = table.data.splitlines()
-    assert len(lines) == 2 + len(KNOBS) and all(line.count("|") - line.count("\\|") == len(AVAILABLE) + 2
-                                                for line in lines)
+    # the page's last column is each switch's measured effect, with a link to where
+    assert_knob_table_complete({**comparison, "LINKS": comparison["EFFECTS"]}, SWITCHES, AVAILABLE)
 
 
 def installed_defaults(framework):
@@ -115,15 +147,37 @@ def test_the_layout_parser_reads_each_kind_of_cell(comparison):
 
 
 @pytest.mark.parametrize("framework", AVAILABLE)
-def test_every_workload_is_timed_or_says_why_not(comparison, framework):
+def test_every_workload_is_timed_on_the_cpu_or_says_why_not(comparison, framework):
     run = comparison["runs"][framework]
+    assert "cpu" in run.environment["device"].lower() or "numpy" in run.environment["device"], run.environment
     offered = set(run.layout_seconds)
     assert offered == set(run.transposes), "a timed workload without a transpose count"
-    assert all(seconds > 0 for seconds in run.layout_seconds.values())
+    for seconds in run.layout_seconds.values():
+        assert len(seconds) == comparison["REPEATS"] and min(seconds) > 0
     for key in comparison["KEYS"]:
         if key not in offered and not key.endswith("sequences"):
             assert run.layout_notes.get(key), f"{framework}: {key} has neither a time nor a reason"
     assert "CIFAR step, NCHW" in offered or "CIFAR step, NHWC" in offered
+
+
+def test_the_found_table_is_the_medians_of_the_timings(comparison):
+    for row in comparison["found_rows"]:
+        framework, workload, layouts = row[:3]
+        default, other = layouts.split(" / ")
+        seconds = comparison["runs"][framework].layout_seconds
+        ratio = np.median(seconds[f"{workload}, {other}"]) / np.median(seconds[f"{workload}, {default}"])
+        assert row[4] == pytest.approx(ratio)
+        assert row[5] in (default, other, "neither")
+    assert comparison["found_rows"], "no framework offered two layouts of any workload"
+
+
+def test_faster_is_said_only_when_the_spreads_do_not_overlap(comparison):
+    faster, spread = comparison["faster"], comparison["spread"]
+    fast, slow = [1.0, 1.1, 1.2, 1.0, 1.1], [2.0, 2.2, 2.1, 1.9, 2.0]
+    assert faster(fast, slow) == "first" and faster(slow, fast) == "second"
+    # a lower median is not enough: these IQRs (1.2 to 1.6, 1.5 to 1.7) overlap
+    assert faster([1.0, 1.2, 1.4, 1.6, 1.8], [1.3, 1.5, 1.5, 1.7, 1.9]).startswith("neither")
+    assert spread([1.0, 2.0, 3.0, 4.0, 5.0]) == (3.0, 2.0)
 
 
 def test_the_transposes_that_the_graphs_show(comparison):
@@ -137,25 +191,40 @@ def test_the_transposes_that_the_graphs_show(comparison):
         assert runs["mxnet"].transposes["GRU step, TNC"] == 0
     if "jax" in runs:  # nnx.RNN scans time-major: its batch-first default transposes
         assert runs["jax"].transposes["GRU step, NTC"] > runs["jax"].transposes["GRU step, TNC"]
-        assert comparison["transpose_checks"]["jax"]["GRU step"].startswith("DIFFERS")
-    for framework, checks in comparison["transpose_checks"].items():
-        expected = comparison["default_has_fewest"](comparison["runs"][framework].transposes,
-                                                    comparison["runs"][framework].knobs)
-        assert checks == expected
+        assert comparison["fewest"]["jax"]["GRU step"].startswith("no (")
+    for framework, answers in comparison["fewest"].items():
+        run = comparison["runs"][framework]
+        assert answers == comparison["default_has_fewest"](run.transposes, run.knobs)
         if framework != "jax":
-            assert set(checks.values()) == {"agrees"}, (framework, checks)
+            assert set(answers.values()) == {"yes"}, (framework, answers)
 
 
-def test_the_transpose_check_fails_when_the_default_layout_costs_more(comparison):
+def test_the_fewest_transposes_observation_says_no_when_the_default_costs_more(comparison):
     check = comparison["default_has_fewest"]
     knobs = {"conv layout": "NCHW (x)", "RNN layout": "TNC (x)"}
     counts = {"CIFAR step, NCHW": 0, "CIFAR step, NHWC": 2, "bottleneck, NCHW": 0,
               "GRU step, TNC": 0, "GRU step, NTC": 2}
-    assert set(check(counts, knobs).values()) == {"agrees"}
+    assert set(check(counts, knobs).values()) == {"yes"}
     wrong = dict(counts, **{"CIFAR step, NCHW": 3})
-    assert check(wrong, knobs)["CIFAR step"].startswith("DIFFERS")
+    assert check(wrong, knobs)["CIFAR step"] == "no (NCHW 3, NHWC 2)"
     missing = {key: value for key, value in counts.items() if key != "GRU step, TNC"}
-    assert check(missing, knobs)["GRU step"].startswith("DIFFERS")
+    assert check(missing, knobs)["GRU step"].startswith("no count for")
+
+
+def test_the_layouts_the_convolutions_ran_in_are_read_from_each_framework(comparison):
+    runs = comparison["runs"]
+    conv_keys = [key for key in comparison["KEYS"] if not key.startswith("GRU")]
+    for framework, run in runs.items():
+        assert set(run.chosen_layouts) == {key for key in conv_keys if key in run.transposes}
+    if "pytorch" in runs:  # channels_last lives in the strides of the output
+        assert runs["pytorch"].chosen_layouts["CIFAR step, NHWC"] == "NHWC (channels_last)"
+        assert runs["pytorch"].chosen_layouts["CIFAR step, NCHW"] == "NCHW"
+    if "tensorflow" in runs:
+        for key, layout in runs["tensorflow"].chosen_layouts.items():
+            assert layout.startswith(key.split(", ")[1]), (key, layout)
+    if "jax" in runs:  # XLA's own choice, read from the compiled program
+        for layout in runs["jax"].chosen_layouts.values():
+            assert re.fullmatch(r"[bf01]{4}_[01io]{4}->[bf01]{4} \(XLA dim_labels\)", layout), layout
 
 
 @pytest.mark.parametrize("framework", AVAILABLE)
@@ -182,3 +251,32 @@ def test_the_weight_checks_fail_on_a_wrong_kernel_and_an_unpermuted_weight(compa
     nhwc_flat = features.transpose(0, 2, 3, 1).reshape(len(features), -1)
     probe["dense permuted"] = nhwc_flat @ comparison["probe_weight"].T  # weight left as given
     assert verdict(comparison["probe_differences"](probe)["dense permuted"], tolerance).startswith("DIFFERS")
+
+
+def test_an_unpermuted_dense_weight_stops_the_page(parts):
+    framework = AVAILABLE[-1]
+    probe = copy.deepcopy(parts[framework]["layout_probe"])
+    probe["dense permuted"] = probe["dense permuted"][:, ::-1]
+    assert_a_failed_proof_stops_the_page(PAGE, parts, framework, {"layout_probe": probe}, r"DIFFERS \(")
+
+
+def test_without_a_gpu_record_the_gpu_section_says_so(comparison):
+    assert comparison["GPU_ROWS"] == [[NOT_MEASURED_ON_A_GPU] + ["-"] * (len(comparison["GPU_HEADERS"]) - 1)]
+    assert NOT_MEASURED_ON_A_GPU in comparison["EFFECTS"]["conv layout"]
+    assert comparison["cifar"] == []  # the chapter's GPU layout: an unmeasured default
+
+
+def test_a_gpu_record_is_shown_and_a_cpu_one_never(parts, tmp_path):
+    def record(setting, device, seconds, dtype="tf32"):
+        return {"task": "lesson-layouts", "framework": "pytorch", "versions": {"torch": "2.11.0"},
+                "device": device, "config": {"network": "cifar10", "batch": 64, "setting": setting,
+                                             "dtype": dtype},
+                "metrics": {"median_seconds": seconds, "iqr_seconds": seconds / 10}}
+
+    found = comparisons_with_records(parts, tmp_path, record("NCHW", "NVIDIA H200", 0.004),
+                                     record("channels_last", "NVIDIA H200", 0.002),
+                                     record("channels_last", "cpu", 9.0))
+    assert [(row[1], row[4]) for row in found["GPU_ROWS"]] == [("NVIDIA H200", "NCHW"),
+                                                              ("NVIDIA H200", "channels_last")]
+    assert "cifar10 tf32 on NVIDIA H200: x0.50" in found["EFFECTS"]["conv layout"]
+    assert len(found["cifar"]) == 2
