@@ -1,36 +1,83 @@
 """The ResNet-50 page's claims, checked through the code it shows.
 
 Each framework's part of the page runs on its own, in its own process, as in
-the book build (smoke profile, offline); the page's comparison cells then
-build the variant, inference-check, equivalence and timing tables from what
-the parts left. Each framework's Evaluation checks are also fed wrong cases
-(extraction in training mode, extraction that records a graph), through the
-part's own functions loaded in this process, and must fail them.
+the book build (smoke profile, offline), with weights in the published file's
+exact layout (Keras's ResNet-50 file: its layer names, weight names and
+shapes, random values) that a server on 127.0.0.1 served and the page's own
+loader fetched, verified and converted into a fresh data cache; the page's
+comparison cells then build the variant, inference-check, equivalence,
+pretrained, timing and transfer tables from what the parts left. The same
+comparisons run again offline with an empty cache, where the weights are the
+labelled stand-in. Each framework's Evaluation checks are also fed wrong
+cases (extraction in training mode, extraction that records a graph),
+through the part's own functions loaded in this process, and must fail them.
 """
 
+import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import (comparisons_as_built, parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
+from conftest import (AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
                       assert_true_float32_equivalence, in_a_process_of_its_own, smoke_offline)
-from rosetta_utils import FRAMEWORKS
+from local_http_server import LocalHTTPServer
 from rosetta_book.bench.tasks import TASKS, page_configuration
-from rosetta_book.chapter import load_chapter
+from rosetta_book.chapter import BUILD_CACHE_VARIABLE, load_chapter, load_comparisons, run_framework_parts
+from rosetta_utils.data.standins import STAND_IN_MARK
 from rosetta_utils.equivalence import VerdictFailed
-from rosetta_utils.frameworks import is_installed
+from rosetta_utils.image_crops import center_crops
+from rosetta_utils.keras_h5 import write_keras_weights
+from rosetta_utils.pretrained import (KERAS_RESNET50_FILE, MIRROR_VARIABLE, keras_from_canonical,
+                                      keras_layer_pairs, resnet50_imagenet_weights)
 from rosetta_utils.results import load_results
-from rosetta_utils.tab_results import TabRun
+from rosetta_utils.tab_results import TabRun, load_tab_results, save_tab_results
+from rosetta_utils.transplant import random_resnet50_weights
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "resnet50_features.md"
 TORCHVISION_PARAMETERS = 23_508_032  # ResNet-50 without its classifier
 CONV_BIASES = {"pytorch": 0, "tensorflow": 26_560, "jax": 0, "mxnet": 18_880, "chainer": 64}
 PAGE_CONFIGURATIONS = {"pytorch": "NHWC, torch.compile", "tensorflow": "NHWC, XLA off", "jax": "jit",
                        "mxnet": "hybridized, oneDNN fusion", "chainer": "numpy (only path)"}  # on a CPU
+SERVED_SEED = 22
+#: Where this module's parts left their results, for the pytest processes it starts
+#: (in_a_process_of_its_own), which take them instead of running all five again.
+PARTS_VARIABLE = "ROSETTA_TEST_RESNET50_PARTS"
 
 if "pytorch" not in AVAILABLE:
     pytest.skip("PyTorch is the page's yardstick", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def served_weights(tmp_path_factory):
+    """A file in the published layout (seeded random values, non-zero convolution biases),
+    served on 127.0.0.1 and fetched by the page's loader into a fresh cache."""
+    folder = tmp_path_factory.mktemp("resnet50-weights")
+    canonical = random_resnet50_weights(SERVED_SEED)
+    rng = np.random.default_rng(SERVED_SEED)
+    biases = {keras: rng.normal(0, 0.1, canonical[f"{torch}.weight"].shape[0]).astype(np.float32)
+              for keras, _, torch, _ in keras_layer_pairs()}
+    payload = write_keras_weights(folder / "served.h5", keras_from_canonical(canonical, biases)).read_bytes()
+    md5 = hashlib.md5(payload).hexdigest()
+    with LocalHTTPServer() as server, pytest.MonkeyPatch.context() as patch:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+            patch.delenv(name, raising=False)
+        patch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        url = server.add(f"/{KERAS_RESNET50_FILE}", payload)
+        fetched = resnet50_imagenet_weights(url=url, md5=md5, data_dir=folder / "cache", offline=False)
+        assert server.requests == [f"/{KERAS_RESNET50_FILE}"]
+    return {"cache": folder / "cache", "mirror": f"{url} md5:{md5}", "md5": md5, "fetched": fetched,
+            "canonical": canonical}
+
+
+def served_environment(patch, served):
+    """The build's environment (smoke, offline) with the served file in the data cache, named
+    by the mirror variable; nothing taken from a book build's cache (it ran other weights)."""
+    smoke_offline(patch)
+    patch.setenv("ROSETTA_DATA_DIR", str(served["cache"]))
+    patch.setenv(MIRROR_VARIABLE, served["mirror"])
+    patch.delenv(BUILD_CACHE_VARIABLE, raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -40,21 +87,60 @@ def results_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def results():
-    """What each framework's part left, each run in its own process as the build runs it."""
-    yield from parts_as_built(PAGE, AVAILABLE)
+def results(served_weights, tmp_path_factory):
+    """What each framework's part left, each run in its own process as the build runs it,
+    with the served weights."""
+    saved = os.environ.get(PARTS_VARIABLE)
+    if saved and Path(saved).is_dir():
+        yield {framework: run.as_dict() for framework, run in load_tab_results(saved).items()}
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        served_environment(patch, served_weights)
+        # the legacy run's conftest sets it for Chainer in its own process; a part of the
+        # current environment inheriting it (Python 3.12 has no standard-library distutils)
+        # cannot build torch.compile's kernels
+        patch.delenv("SETUPTOOLS_USE_DISTUTILS", raising=False)
+        parts = run_framework_parts(PAGE, AVAILABLE)
+    folder = tmp_path_factory.mktemp("resnet50-parts")
+    for framework, values in parts.items():
+        save_tab_results(values, folder, framework)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(PARTS_VARIABLE, str(folder))
+        yield parts
 
 
 @pytest.fixture(scope="module")
-def comparison(results_dir, results):
+def comparison(results_dir, results, served_weights):
     """The page's comparison cells, run on what each framework's part left."""
-    yield from comparisons_as_built(PAGE, results, results_dir)
+    with pytest.MonkeyPatch.context() as patch:
+        served_environment(patch, served_weights)
+        patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
+        yield load_comparisons(PAGE, results)
 
 
-def load_part(framework, until):
-    """``framework``'s part of the page, run in this process up to the section ``until``."""
+@pytest.fixture(scope="module")
+def standin_results_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("resnet50-standin-results")
+
+
+@pytest.fixture(scope="module")
+def standin_comparison(results, standin_results_dir, tmp_path_factory):
+    """The comparison cells offline with an empty data cache: the weights are the stand-in."""
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch, standin_results_dir)
+        patch.setenv("ROSETTA_DATA_DIR", str(tmp_path_factory.mktemp("resnet50-empty-cache")))
+        patch.delenv(MIRROR_VARIABLE, raising=False)
+        yield load_comparisons(PAGE, results)
+
+
+def load_part(framework, until, served=None):
+    """``framework``'s part of the page, run in this process up to the section ``until``
+    (with the served weights if given, else offline's stand-in)."""
     patch = pytest.MonkeyPatch()
-    smoke_offline(patch)
+    if served is None:
+        smoke_offline(patch)
+    else:
+        served_environment(patch, served)
     try:
         return load_chapter(PAGE, framework, until=until)
     finally:
@@ -71,8 +157,9 @@ def row_of(headers, rows, framework):
 
 @pytest.mark.parametrize("framework", AVAILABLE)
 def test_every_framework_builds_v1_with_torchvisions_parameters(comparison, framework):
+    """The variant each framework ships (torchvision's is v1.5), and the page's v1 everywhere."""
     run = comparison["runs"][framework]
-    assert run.variant_facts["stride in"] == "1x1"
+    assert run.variant_facts["stride in"] == ("3x3" if framework == "pytorch" else "1x1")
     assert run.conv_bias_count == CONV_BIASES[framework]
     assert run.parameter_count - run.conv_bias_count == TORCHVISION_PARAMETERS
     row = row_of(comparison["equivalence_headers"], comparison["equivalence_rows"], framework)
@@ -148,11 +235,11 @@ def test_the_equivalence_check_fails_wrong_features_and_counts(comparison):
 
 
 @pytest.fixture(scope="module")
-def chainer_part():
+def chainer_part(served_weights):
     """Chainer's part up to its Timing section (its Equivalence cell runs the shipped model)."""
     if "chainer" not in IN_PROCESS:
         pytest.skip("needs Chainer in this process (the legacy environment)")
-    return load_part("chainer", until="Timing")
+    return load_part("chainer", until="Timing", served=served_weights)
 
 
 @pytest.mark.legacy
@@ -282,18 +369,121 @@ def test_the_timing_cell_records_one_result_per_framework(comparison, results_di
         assert record["metrics"]["peak_megabytes"] == run.peak_memory_mb > 0
         assert record["device"] == run.environment["device"]
         assert record["profile"] == "smoke" and "SYNTHETIC" in record["config"]["data"]
+        assert STAND_IN_MARK in record["config"]["weights"]  # not the published file
     assert [row[0] for row in comparison["timing_rows"]] == list(comparison["runs"])
 
 
-def test_the_timed_features_agree_and_the_probe_runs(comparison):
-    """The timed batches are the same function too, so every framework's probe agrees."""
+def test_the_timed_features_agree_and_the_transfer_agrees_because_they_do(comparison):
+    """The timed batches are the same function too, so every framework's linear classifier,
+    fitted on its own training features, predicts what PyTorch's predicts."""
     runs = comparison["runs"]
     reference = runs["pytorch"].timed_features
     for framework, run in runs.items():
         assert comparison["relative_difference"](run.timed_features, reference) <= comparison["TOLERANCE"]
-    accuracies = {fw: accuracy for fw, (accuracy, _) in comparison["probes"].items()}
-    assert set(accuracies) == set(runs) and all(0 <= a <= 1 for a in accuracies.values())
-    assert "stand-in" in comparison["DATA_NOTE"]
+        assert run.train_features.shape == (comparison["N_TRAIN"], 2048)
+        assert comparison["relative_difference"](run.train_features, runs["pytorch"].train_features) <= \
+            comparison["TOLERANCE"]
+    rows = {row[0]: row for row in comparison["probe_rows"]}
+    assert set(rows) == set(runs) and rows["pytorch"][2:] == ["reference", "reference"]
+    for framework, row in rows.items():
+        assert 0 <= row[1] <= 1
+        if framework != "pytorch":
+            assert row[3] == "agrees" and row[2] <= comparison["PROBE_TOLERANCE"]
+    assert len(comparison["test_labels"]) == comparison["N_BATCHES"] * comparison["BATCH"]
+    assert "stand-in" in comparison["DATA_NOTE"] and "mechanics only" in comparison["TRANSFER_NOTE"]
+
+
+def test_the_transfers_classifier_learns_and_its_check_fails_other_predictions(comparison, results):
+    """On separable features the page's classifier finds the classes; a framework whose test
+    features belong to other images predicts other classes, and that stops the page."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 1, (10, 2048))
+    train_labels, test_labels = np.arange(200) % 10, np.arange(100) % 10
+    fit = comparison["fit_linear_probe"](centres[train_labels] + rng.normal(0, 0.3, (200, 2048)), train_labels)
+    assert (fit(centres[test_labels] + rng.normal(0, 0.3, (100, 2048))) == test_labels).mean() > 0.9
+    framework = next(fw for fw in AVAILABLE if fw != "pytorch")
+    shuffled = np.asarray(results[framework]["timed_features"])[np.random.default_rng(1).permutation(
+        len(comparison["test_labels"]))]
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"timed_features": shuffled},
+                                         r"section 'Transfer: what the features are for'.*the transfer's predictions failed for .*DIFFERS")
+
+
+# --- Weights: the published file's loader, the preprocessing, each framework's own ---------------
+
+
+def test_the_served_file_is_fetched_verified_converted_and_transplanted_into_all_five(comparison, results,
+                                                                                      served_weights):
+    """The page's loader took the served file from the cache its first fetch filled, converted
+    it to the canonical layout (biases folded), and Keras's own model, reading that same file,
+    computes the transplant's features (so every framework agreeing with PyTorch means every
+    framework holds the served weights)."""
+    imagenet = comparison["imagenet"]
+    assert imagenet.path == served_weights["fetched"].path and imagenet.md5 == served_weights["md5"]
+    for name, array in served_weights["canonical"].items():
+        np.testing.assert_allclose(imagenet.weights[name], array, rtol=0, atol=1e-6)
+    row = row_of(comparison["own_headers"], comparison["own_rows"], "tensorflow")
+    assert row["features vs this page's transplant"].startswith("agrees (")
+    assert comparison["same_file_verdicts"] == {"tensorflow": "agrees"}
+    keras_own = comparison["runs"]["tensorflow"]
+    assert keras_own.own_features.shape == (comparison["BATCH"], 2048)
+    assert comparison["relative_difference"](keras_own.own_features, keras_own.probe_features) <= 1e-4
+    other = np.asarray(keras_own.own_features)[::-1]
+    assert_a_failed_proof_stops_the_page(PAGE, results, "tensorflow", {"own_features": other},
+                                         r"Keras's own model against the transplant failed for tensorflow.*DIFFERS")
+
+
+def test_a_file_other_than_the_published_one_is_labelled_a_stand_in(comparison):
+    """The served file is intact but not the published one: every result says so."""
+    assert comparison["imagenet"].stand_in and comparison["WEIGHTS_NOTE"].startswith(STAND_IN_MARK)
+    assert "not the published file's 4d473c1dd8becc155b73f8504c6f6626" in comparison["imagenet"].source
+    assert STAND_IN_MARK in comparison["own_rows"][0][-1]
+
+
+def test_offline_without_a_cached_copy_every_result_says_it_rests_on_the_stand_in(standin_comparison,
+                                                                                   standin_results_dir):
+    imagenet = standin_comparison["imagenet"]
+    assert imagenet.stand_in and imagenet.path is None and standin_comparison["WEIGHTS_FILE"] is None
+    assert imagenet.source.startswith(f"{STAND_IN_MARK} for ImageNet's weights (offline: ROSETTA_OFFLINE=1")
+    assert standin_comparison["DOWNLOADS"] is False
+    assert STAND_IN_MARK in standin_comparison["own_rows"][0][-1]
+    assert STAND_IN_MARK in standin_comparison["TRANSFER_NOTE"]
+    records = load_results([standin_results_dir], task="resnet50").records
+    assert records and all(record["config"]["weights"] == imagenet.source for record in records)
+
+
+def test_the_preprocessing_is_caffes_on_a_hand_computed_pixel(comparison):
+    """One pixel, RGB (0.2, 0.5, 0.8): 255 times it, in BGR order, less Caffe's mean of each
+    channel (B 103.939, G 116.779, R 123.68), no scaling."""
+    flat = np.broadcast_to(np.array([0.2, 0.5, 0.8], np.float32)[None, :, None, None], (1, 3, 32, 32))
+    pixel = comparison["caffe_preprocess"](center_crops(flat))[0, :, 111, 17]
+    np.testing.assert_allclose(pixel, [204 - 103.939, 127.5 - 116.779, 51 - 123.68], rtol=0, atol=1e-3)
+    # a pure red pixel, as Keras's preprocess_input made of it in the TensorFlow part
+    red = comparison["caffe_preprocess"](np.array([1, 0, 0], np.float32)[None, :, None, None])[0, :, 0, 0]
+    np.testing.assert_allclose(red, [-103.939, -116.779, 131.32], atol=1e-3)
+    if "tensorflow" in comparison["runs"]:
+        keras_says = comparison["runs"]["tensorflow"].own_pretrained["preprocessing"]
+        assert keras_says.endswith("[-103.939, -116.779, 131.32]"), keras_says
+
+
+def test_each_frameworks_own_pretrained_model_is_described_from_the_framework(comparison):
+    rows = {row[0]: dict(zip(comparison["own_headers"], row)) for row in comparison["own_rows"]}
+    first = rows["this page (all five)"]
+    assert first["variant"] == "v1" and first["channel order"] == "BGR"
+    expected = {"pytorch": ("v1.5", "RGB"), "tensorflow": ("v1", "BGR"), "jax": ("-", "-"),
+                "mxnet": ("v1", "RGB"), "chainer": ("v1", "BGR")}
+    for framework in comparison["runs"]:
+        row = rows[framework]
+        assert (row["variant"], row["channel order"]) == expected[framework], framework
+        assert row["published top-1"] not in (None, "")
+    if "pytorch" in rows:  # read from torchvision's own metadata
+        assert rows["pytorch"]["published top-1"] == pytest.approx(0.7613)
+        assert "mean [0.485, 0.456, 0.406], std [0.229, 0.224, 0.225]" in rows["pytorch"]["preprocessing"]
+        assert rows["pytorch"]["features vs this page's transplant"].startswith("not run:")
+    if "chainer" in rows:  # Chainer's prepare() subtracts MSRA's mean pixel, not Keras's
+        assert rows["chainer"]["preprocessing"].endswith("[-103.063, -115.903, 131.848]")
+        assert "Chainer downloads nothing" in rows["chainer"]["features vs this page's transplant"]
+    if "jax" in rows:
+        assert rows["jax"]["own pretrained loader"] == "none shipped"
 
 
 @pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
