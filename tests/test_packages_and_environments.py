@@ -347,3 +347,13 @@ def test_a_selected_framework_that_cannot_run_fails_the_suite(tmp_path):
                            str(ROOT / "tests" / "test_frameworks.py")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_current_part_does_not_inherit_the_legacy_distutils_choice(monkeypatch):
+    """Chainer's run sets SETUPTOOLS_USE_DISTUTILS=stdlib in its process (Python 3.11); a
+    PyTorch part started from there (Python 3.12, no such distutils) must not see it."""
+    from rosetta_book.one_framework import environment
+
+    monkeypatch.setenv("SETUPTOOLS_USE_DISTUTILS", "stdlib")
+    assert "SETUPTOOLS_USE_DISTUTILS" not in environment("pytorch")
+    assert environment("chainer").get("SETUPTOOLS_USE_DISTUTILS") == "stdlib"

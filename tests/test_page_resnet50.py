@@ -96,10 +96,6 @@ def results(served_weights, tmp_path_factory):
         return
     with pytest.MonkeyPatch.context() as patch:
         served_environment(patch, served_weights)
-        # the legacy run's conftest sets it for Chainer in its own process; a part of the
-        # current environment inheriting it (Python 3.12 has no standard-library distutils)
-        # cannot build torch.compile's kernels
-        patch.delenv("SETUPTOOLS_USE_DISTUTILS", raising=False)
         parts = run_framework_parts(PAGE, AVAILABLE)
     folder = tmp_path_factory.mktemp("resnet50-parts")
     for framework, values in parts.items():

@@ -112,7 +112,8 @@ def available_frameworks(frameworks: tuple[str, ...] = FRAMEWORKS) -> tuple[str,
 
 def process_environment(framework: str, env: dict[str, str]) -> dict[str, str]:
     """``env`` for a process of ``framework``'s interpreter: its environment's ``bin``
-    first on ``PATH`` (where MPICH's ``mpiexec`` and ``torchrun`` live)."""
+    first on ``PATH`` (where MPICH's ``mpiexec`` and ``torchrun`` live), and nothing of
+    the legacy environment's distutils choice in a current one."""
     python = python_for(framework)
     if python is None:
         return env
@@ -120,4 +121,9 @@ def process_environment(framework: str, env: dict[str, str]) -> dict[str, str]:
     paths = [folder] + [part for part in env.get("PATH", "").split(os.pathsep) if part and part != folder]
     updated = dict(env, PATH=os.pathsep.join(paths))
     updated["VIRTUAL_ENV"] = str(Path(python).parent.parent)
+    if framework not in ENVIRONMENTS["legacy"]:
+        # Chainer's choice of the standard library's distutils (rosetta_utils.frameworks)
+        # belongs to the legacy environment; inherited by a current one, it breaks
+        # torch.compile there.
+        updated.pop("SETUPTOOLS_USE_DISTUTILS", None)
     return updated
