@@ -137,27 +137,39 @@ $(LEGACY)/.installed-%: pyproject.toml src/rosetta_utils/pyproject.toml environm
 	$(call install_environment,$(LEGACY),$(PYTHON_LEGACY),python3.11,environments/legacy.txt,$(LEGACY_EXTRAS),)
 
 # The device check: every chapter's PyTorch and JAX parts in the full profile on this
-# machine's GPU, records appended to results/. Runs on the machine's own Python with
-# PyTorch and JAX installed (the current environment by default): see the README.
+# machine's GPU (each part's device read from its arrays), each page's comparison cells on
+# what they computed (a failed verdict fails the check), then the GPU lessons' measurements
+# (rosetta_book.gpu_lessons); records appended to results/, within a 6-minute budget that
+# cuts the lessons first. Runs on the machine's own Python with PyTorch and JAX installed
+# (the current environment by default): see the README. On the lent GPU machine:
+#   make gpu-check GPU_CHECK_PYTHON=python3
+# GPU_CHECK_ARGS adds options: --budget SECONDS, --pages cifar10_cnn,..., --lessons
+# autotuning,precision,layouts,fused-rnn (or none), --frameworks, --results FOLDER.
 GPU_CHECK_PYTHON ?= $(BIN)/python
 gpu-check:
 	PYTHONPATH=$(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH)) $(GPU_CHECK_PYTHON) -m rosetta_book.gpu_check $(GPU_CHECK_ARGS)
 
 # A dry run of the lent GPU machine: a throwaway environment with that machine's versions
 # (environments/gpu-machine.txt), from the registry's CPU wheels, runs the device check
-# in the smoke profile on this CPU. Nothing of it is kept but its output.
+# in the smoke profile on this CPU: the chapters, their comparisons and the lessons (on
+# batches cut to a few examples), within GPU_DRY_RUN_BUDGET seconds (a small CPU's time,
+# not the GPU's 6 minutes). Nothing of it is kept but its output.
 GPU_DRY_RUN := _build/gpu-dry-run
-# What that machine's image has that the chapters import (KINDS.md's package list);
-# pooch, tqdm and myst-nb are what the README says to carry there.
-GPU_MACHINE_PACKAGES := torch jax jaxlib flax optax numpy matplotlib pillow
+GPU_DRY_RUN_BUDGET ?= 1800
+# What that machine's image has that the chapters import (KINDS.md's package list), and
+# what a session carries there as wheels because the image lacks it: pooch and myst-nb
+# (the README), onnx2torch and jax2onnx (the chapter on moving models between frameworks).
+GPU_MACHINE_PACKAGES := torch torchvision jax jaxlib flax optax orbax-checkpoint numpy matplotlib pillow \
+  onnx onnxscript onnxruntime tqdm
+GPU_CARRIED_PACKAGES := pooch myst-nb onnx2torch jax2onnx
 gpu-dry-run:
 	@test -n "$(PYTHON_CURRENT)" || { echo "make: no python3.12 found: the GPU machine runs Python 3.12 (PYTHON_CURRENT=/path/to/python3.12)" >&2; exit 2; }
 	rm -rf $(GPU_DRY_RUN)
 	$(PYTHON_CURRENT) -m venv $(GPU_DRY_RUN)/venv
-	PIP_CONSTRAINT=$(CURDIR)/environments/gpu-machine.txt $(GPU_DRY_RUN)/venv/bin/python -m pip install --quiet $(GPU_MACHINE_PACKAGES) pooch tqdm myst-nb
+	PIP_CONSTRAINT=$(CURDIR)/environments/gpu-machine.txt $(GPU_DRY_RUN)/venv/bin/python -m pip install --quiet $(GPU_MACHINE_PACKAGES) $(GPU_CARRIED_PACKAGES)
 	PIP_CONSTRAINT=$(CURDIR)/environments/gpu-machine.txt $(GPU_DRY_RUN)/venv/bin/python -m pip install --quiet --no-deps -e src/rosetta_utils -e .
 	ROSETTA_OFFLINE=1 $(MAKE) --no-print-directory gpu-check GPU_CHECK_PYTHON=$(GPU_DRY_RUN)/venv/bin/python \
-	  GPU_CHECK_ARGS="--profile smoke --allow-cpu --results $(CURDIR)/$(GPU_DRY_RUN)/results"
+	  GPU_CHECK_ARGS="--profile smoke --allow-cpu --budget $(GPU_DRY_RUN_BUDGET) --results $(CURDIR)/$(GPU_DRY_RUN)/results"
 
 clean:
 	rm -rf _build

@@ -1,53 +1,185 @@
-"""The device check, run on this CPU with the smoke profile on a small chapter of its own."""
+"""The device check, run on this CPU on a small chapter of its own: every framework asked
+for must run (and see the GPU unless --allow-cpu), each part's device is read from its
+arrays, the page's comparison cells run on the parts' results and their verdicts gate the
+check and go into the records."""
 
 import json
+from pathlib import Path
 
 import pytest
-
 from conftest import code_cell, myst_page
+
+from rosetta_book.gpu_check import (
+    BY_DESIGN,
+    DeviceCheckError,
+    FrameworkProbe,
+    GPUInfo,
+    chapter_metrics,
+    chapter_pages,
+    check_can_run,
+    check_frameworks,
+    check_part_device,
+    check_true_float32,
+    data_sources,
+    main,
+    run_device_check,
+)
 from rosetta_utils.frameworks import is_installed
-from rosetta_book.gpu_check import (DeviceCheckError, chapter_metrics, chapter_pages, check_can_run,
-                                     run_device_check)
 from rosetta_utils.profile import cuda_gpu_visible
 
 CHECKED = [name for name in ("pytorch", "jax") if is_installed(name)]
+needs_both = pytest.mark.skipif(CHECKED != ["pytorch", "jax"], reason="needs PyTorch and JAX installed")
+BOOK = Path(__file__).resolve().parents[1] / "book"
+A_GPU = GPUInfo("NVIDIA H200", "580.159.04", "13.0")
 
 
-def tiny_chapter(write_page):
+def quiet(*_):
+    pass
+
+
+def tiny_chapter(write_page, jax_offset="0.0", jax_line=""):
+    """Two parts that compute ``doubled`` (JAX's shifted by ``jax_offset``), a data set of
+    the helpers' shape, and a comparison cell that requires JAX's to be PyTorch's."""
     return write_page("tiny_chapter.md", myst_page(
         "A tiny chapter",
-        code_cell("import numpy as np\nfrom rosetta_utils.profile import current_profile\nSIZE = 8"),
-        code_cell("import torch\nx = torch.ones(SIZE)\nepoch_seconds = [0.5, 0.25]\n"
+        code_cell("import numpy as np\nfrom rosetta_utils.profile import current_profile\nSIZE = 8\n\n\n"
+                  "class TinyData:\n    source = 'tiny stand-in (seed 1)'\n    synthetic = True\n\n\n"
+                  "data = TinyData()"),
+        code_cell("import torch\nx = torch.ones(SIZE)\ndoubled = x.numpy() * 2\nepoch_seconds = [0.5, 0.25]\n"
                   "accuracy = float(x.mean())\nprofile_seen = current_profile()", "pytorch"),
-        code_cell("import jax.numpy as jnp\nx = jnp.ones(SIZE)\nepoch_seconds = [0.5, 0.25]\n"
-                  "accuracy = float(x.mean())\nprofile_seen = current_profile()", "jax"),
-        front_matter_extra="frameworks: [pytorch, jax]\ntab_results: [epoch_seconds, accuracy, profile_seen]\n"))
+        code_cell(f"import jax.numpy as jnp\nx = jnp.ones(SIZE)\ndoubled = np.asarray(x * 2) + {jax_offset}\n"
+                  "epoch_seconds = [0.5, 0.25]\naccuracy = float(x.mean())\nprofile_seen = current_profile()"
+                  + jax_line, "jax"),
+        code_cell("from rosetta_utils.equivalence import max_abs_difference, require, verdict\n"
+                  "from rosetta_utils.tab_results import load_tab_results\n\nruns = load_tab_results()\n"
+                  "require(\n    {fw: verdict(max_abs_difference(run.doubled, runs['pytorch'].doubled), 1e-6)"
+                  " for fw, run in runs.items()},\n    'values against PyTorch',\n)", "comparison"),
+        front_matter_extra="frameworks: [pytorch, jax]\n"
+                           "tab_results: [doubled, epoch_seconds, accuracy, profile_seen]\n"))
 
 
-@pytest.mark.skipif(not CHECKED, reason="neither PyTorch nor JAX is installed")
-def test_one_record_per_task_and_framework_with_device_versions_and_metrics(write_page, tmp_path, monkeypatch):
+def sees_a_gpu(framework):
+    return FrameworkProbe(framework, {"versions": "of a test"}, ("NVIDIA H200",))
+
+
+@needs_both
+def test_one_record_per_part_with_device_data_source_metrics_and_verdicts(write_page, tmp_path, monkeypatch):
     page = tiny_chapter(write_page)
     monkeypatch.chdir(tmp_path)
     records = run_device_check(tmp_path, tmp_path / "results", profile="smoke", allow_cpu=True,
-                               pages=[page], log=lambda *_: None)
+                               pages=[page], lessons=[], log=quiet)
     assert [record["framework"] for record in records] == CHECKED
     lines = (tmp_path / "results" / "tiny_chapter.jsonl").read_text().splitlines()
-    assert len(lines) == len(CHECKED)
-    for line, framework in zip(lines, CHECKED):
-        record = json.loads(line)
+    assert [json.loads(line) for line in lines] == records
+    for record, framework in zip(records, CHECKED):
         assert record["task"] == "tiny_chapter" and record["framework"] == framework
         assert record["profile"] == "smoke" and record["device"] == "cpu"
         assert record["metrics"]["accuracy"] == 1.0 and record["metrics"]["epoch_seconds"] == [0.5, 0.25]
         assert "profile_seen" not in record["metrics"]  # strings are not metrics
         assert record["versions"] and record["date"] and record["commit"]
         assert record["config"]["check"] == "gpu_check" and record["config"]["gpu"] is None
+        assert record["config"]["data"] == "tiny stand-in (seed 1)", "the data line is the part's own"
+        assert record["verdicts"] == {"values against PyTorch": {"pytorch": "agrees", "jax": "agrees"}}
+
+
+@needs_both
+def test_a_differing_verdict_fails_the_check_and_the_records_keep_it(write_page, tmp_path, monkeypatch):
+    page = tiny_chapter(write_page, jax_offset="0.5")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DeviceCheckError, match=r"tiny_chapter: the comparisons failed: values against PyTorch"
+                                               r".*DIFFERS \(0\.5 > 1e-06\)"):
+        run_device_check(tmp_path, tmp_path / "results", profile="smoke", allow_cpu=True, pages=[page],
+                         lessons=[], log=quiet)
+    records = [json.loads(line) for line in (tmp_path / "results" / "tiny_chapter.jsonl").read_text().splitlines()]
+    for record in records:
+        assert record["verdicts"]["values against PyTorch"]["jax"] == "DIFFERS (0.5 > 1e-06)"
+        assert record["verdicts"]["comparison cells"].startswith("FAILED: ")
+
+
+@needs_both
+def test_a_failed_part_fails_the_check_naming_it_and_its_pages_comparisons_do_not_run(write_page, tmp_path,
+                                                                                         monkeypatch):
+    page = tiny_chapter(write_page, jax_line="\nraise RuntimeError('the GPU went away')")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DeviceCheckError, match=r"tiny_chapter \(jax\): the part failed in its own process: .*"
+                                               r"RuntimeError: the GPU went away"):
+        run_device_check(tmp_path, tmp_path / "results", profile="smoke", allow_cpu=True, pages=[page],
+                         lessons=[], log=quiet)
+    (record,) = [json.loads(line) for line in (tmp_path / "results" / "tiny_chapter.jsonl").read_text().splitlines()]
+    assert record["framework"] == "pytorch"
+    assert record["verdicts"] == {"comparison cells": "not run: the jax part(s) did not complete"}
+
+
+@needs_both
+def test_a_part_whose_arrays_stay_on_the_cpu_fails_a_gpu_check(write_page, tmp_path, monkeypatch):
+    page = tiny_chapter(write_page)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DeviceCheckError) as failure:
+        run_device_check(tmp_path, tmp_path / "results", profile="smoke", pages=[page], lessons=[], log=quiet,
+                         probe=sees_a_gpu, gpu=A_GPU)
+    for framework in CHECKED:
+        assert f"tiny_chapter ({framework}): its arrays are on cpu, not on the GPU" in str(failure.value)
+    assert not (tmp_path / "results").exists(), "a part off the GPU leaves no record of a GPU check"
+
+
+def test_the_device_is_read_from_the_parts_arrays_and_models():
+    check_part_device("p (pytorch)", "cuda:0 (NVIDIA H200)", {"x": {"device": "cpu", "kind": "array"}}, "gpu")
+    check_part_device("p (jax)", "gpu:0 (NVIDIA H200)", {}, "gpu")
+    check_part_device("p (pytorch)", "cpu", {"model": {"device": "cpu", "kind": "model"}}, "cpu")
+    with pytest.raises(DeviceCheckError, match=r"p \(pytorch\): model\(s\) not on the GPU: model on cpu"):
+        check_part_device("p (pytorch)", "cuda:0 (NVIDIA H200)", {"model": {"device": "cpu", "kind": "model"}},
+                          "gpu")
+    with pytest.raises(DeviceCheckError, match="its arrays are on cuda:0 .*where the CPU was expected"):
+        check_part_device("p (pytorch)", "cuda:0 (NVIDIA H200)", {}, "cpu")
+    with pytest.raises(DeviceCheckError, match="the part made no jax array.*cannot be read"):
+        check_part_device("p (jax)", "not checked (the part made no jax array)", {}, "gpu")
+    check_part_device("p (jax)", "not checked (the part made no jax array)", {}, "gpu", workers=True)
+    with pytest.raises(DeviceCheckError, match="its arrays are on cpu, not on the GPU"):
+        check_part_device("p (jax)", "cpu", {}, "gpu", workers=True)
+
+
+def test_the_parts_run_elsewhere_by_design_are_chapters_that_say_so():
+    for (name, framework), (place, reason) in BY_DESIGN.items():
+        page = BOOK / "chapters" / f"{name}.md"
+        assert page.is_file() and reason
+        text = page.read_text()
+        assert f":tags: [{framework}]" in text
+        if place == "cpu":
+            assert "torch.device(" not in text, f"{name} now picks a device for {framework}: update BY_DESIGN"
+        else:
+            assert place == "workers" and "run_processes" in text, f"{name} starts no workers: update BY_DESIGN"
+
+
+def test_a_framework_that_cannot_run_stops_the_check_before_anything_runs(write_page, tmp_path, monkeypatch):
+    page = tiny_chapter(write_page)
+    monkeypatch.setattr("rosetta_book.environments.is_installed", lambda name: name != "jax")
+    monkeypatch.setenv("ROSETTA_CURRENT_PYTHON", str(tmp_path / "no-python-here"))
+    with pytest.raises(DeviceCheckError, match="jax cannot run here: jax runs in the current environment"):
+        run_device_check(tmp_path, tmp_path / "results", profile="smoke", allow_cpu=True, pages=[page],
+                         log=quiet)
+    with pytest.raises(DeviceCheckError, match="the device check cannot run 'tensorflow'"):
+        run_device_check(tmp_path, tmp_path / "results", profile="smoke", allow_cpu=True, pages=[page],
+                         frameworks=["pytorch", "tensorflow"], log=quiet)
+    assert not (tmp_path / "results").exists()
+
+
+@needs_both
+@pytest.mark.skipif(cuda_gpu_visible(), reason="this machine has a GPU")
+def test_a_framework_that_sees_no_gpu_stops_the_check_naming_it(write_page, tmp_path):
+    page = tiny_chapter(write_page)
+    with pytest.raises(DeviceCheckError, match=r"^pytorch sees no GPU here \(torch .*--allow-cpu"):
+        run_device_check(tmp_path, tmp_path / "results", pages=[page], log=quiet, gpu=A_GPU)
+    with pytest.raises(DeviceCheckError, match=r"^jax sees no GPU here"):
+        check_frameworks(["jax"], allow_cpu=False, log=quiet)
+    assert check_frameworks(["jax"], allow_cpu=True, log=quiet) == {"jax": "cpu"}
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_spent_budget_reports_the_parts_not_run(write_page, tmp_path):
     page = tiny_chapter(write_page)
-    with pytest.raises(DeviceCheckError, match=r"tiny_chapter \(\w+\): not run, the 0 s budget was spent"):
-        run_device_check(tmp_path, tmp_path / "results", profile="smoke", allow_cpu=True,
-                         budget_seconds=0, pages=[page], log=lambda *_: None)
+    with pytest.raises(DeviceCheckError, match=r"tiny_chapter \(\w+\): not run, the budget was spent"):
+        run_device_check(tmp_path, tmp_path / "results", profile="smoke", allow_cpu=True, frameworks=["pytorch"],
+                         budget_seconds=0, pages=[page], lessons=[], log=quiet, probe=sees_a_gpu)
     assert not (tmp_path / "results").exists()
 
 
@@ -67,9 +199,35 @@ def test_metrics_are_the_numbers_a_part_leaves():
     assert chapter_metrics(results) == {"epoch_seconds": [1.0, 2], "test_accuracy": 0.5, "count": 3}
 
 
-def test_the_chapters_are_taken_in_the_books_order():
-    from pathlib import Path
+def test_the_data_line_is_read_from_the_parts_data_sets():
+    class Data:
+        def __init__(self, source):
+            self.source, self.synthetic = source, False
 
-    book = Path(__file__).resolve().parents[1] / "book"
-    names = [path.stem for path in chapter_pages(book)]
+    assert data_sources({"data": Data("CIFAR-10 (cached)")}) == "CIFAR-10 (cached)"
+    assert data_sources({"cifar": {"data": Data("CIFAR-10 (cached)")}, "_hidden": Data("no")}) == "CIFAR-10 (cached)"
+    assert data_sources({"Data": Data, "x": 1}).startswith("none: the part loads no data set")
+
+
+def test_the_chapters_are_taken_in_the_books_order():
+    names = [path.stem for path in chapter_pages(BOOK)]
     assert names[:4] == ["five_frameworks_one_computation", "cifar10_cnn", "resnet50_features", "imdb_gru"]
+
+
+def test_the_command_line_refuses_unknown_chapters_and_lessons(capsys):
+    assert main(["--profile", "smoke", "--allow-cpu", "--pages", "no_such_chapter", "--book", str(BOOK)]) == 1
+    assert "no chapter named no_such_chapter: the chapters are five_frameworks_one_computation" in \
+        capsys.readouterr().err
+    assert main(["--profile", "smoke", "--allow-cpu", "--pages", "none", "--lessons", "speed"]) == 1
+    assert "no GPU lesson named speed: the lessons are autotuning, precision, layouts, fused-rnn" in \
+        capsys.readouterr().err
+
+
+def test_the_equivalence_probes_must_have_run_in_true_float32():
+    check_true_float32("p (pytorch)", "pytorch", ["ieee", "ieee", "ieee"])
+    check_true_float32("p (jax)", "jax", "highest")
+    with pytest.raises(DeviceCheckError, match=r"p \(pytorch\): its equivalence probes ran with float32 set to "
+                                               r"\['ieee', 'tf32', 'ieee'\], not true float32"):
+        check_true_float32("p (pytorch)", "pytorch", ["ieee", "tf32", "ieee"])
+    with pytest.raises(DeviceCheckError, match="not true float32 \\('highest'\\)"):
+        check_true_float32("p (jax)", "jax", None)

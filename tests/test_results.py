@@ -5,7 +5,13 @@ import math
 
 import pytest
 
-from rosetta_utils.results import CorruptRecordWarning, load_results, record_result
+from rosetta_utils.results import (
+    CorruptRecordWarning,
+    git_commit,
+    load_results,
+    record_result,
+)
+from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU, gpu_lesson_rows
 
 
 def record(folder, framework="pytorch", **metrics):
@@ -78,3 +84,105 @@ def test_a_record_dated_in_the_future_is_skipped_with_a_warning(tmp_path):
     with pytest.warns(CorruptRecordWarning, match="cifar10.jsonl:2: .*dated in the future"):
         table = load_results([tmp_path])
     assert len(table) == 1 and "is not an ISO date" in table.problems[1]
+
+
+# GPU lesson records (rosetta_utils.results_report.gpu_lesson_rows), read from fixture
+# folders the way a lessons page reads them: this build's and the curated records.
+
+
+LESSON_CONFIG = ["network", "batch", "setting"]
+LESSON_METRICS = ["first_step_seconds", "median_seconds", "iqr_seconds", "bitwise_equal_runs"]
+
+
+def lesson_record(framework="pytorch", device="NVIDIA H200", setting="cudnn.benchmark on", *,
+                  profile="full", commit=None, date="2026-11-30T10:00:00+00:00", metrics=None, **config):
+    return {"task": "lesson-autotuning", "framework": framework, "versions": {"torch": "2.11.0", "Python": "3.12.3"},
+            "device": device, "profile": profile, "commit": commit or git_commit(), "date": date,
+            "config": {"network": "cifar10", "batch": 64, "setting": setting, **config},
+            "metrics": {"first_step_seconds": 1.5, "median_seconds": 0.002, "iqr_seconds": 0.0001,
+                        "bitwise_equal_runs": True} if metrics is None else metrics}
+
+
+def write_lines(folder, *lines):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "lesson-autotuning.jsonl"
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return path
+
+
+@pytest.fixture
+def lesson_folders(tmp_path, monkeypatch):
+    build, curated = tmp_path / "build", tmp_path / "curated"
+    monkeypatch.setenv("ROSETTA_RESULTS_DIR", str(build))
+    monkeypatch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
+    monkeypatch.setenv("ROSETTA_PROFILE", "full")
+    return build, curated
+
+
+def test_gpu_lesson_rows_show_the_newest_gpu_record_per_configuration_labelled(lesson_folders):
+    build, curated = lesson_folders
+    stale = lesson_record(setting="cudnn.benchmark off", date="2026-11-01T10:00:00+00:00",
+                          metrics={"first_step_seconds": 9.0, "median_seconds": 9.0, "iqr_seconds": 9.0,
+                                   "bitwise_equal_runs": False})
+    newer = lesson_record(setting="cudnn.benchmark off", date="2026-11-30T10:00:00+00:00")
+    dry_run = lesson_record(device="cpu", date="2026-12-01T10:00:00+00:00", profile="smoke",
+                            metrics={"first_step_seconds": 0.5, "median_seconds": 0.25, "iqr_seconds": 0.01,
+                                     "bitwise_equal_runs": True})
+    written = write_lines(curated, stale, "{not json", newer,
+                          lesson_record(setting="cudnn.benchmark on", profile="smoke", commit="0123456789ab",
+                                        metrics={"median_seconds": 0.001, "iqr_seconds": 0.0}),
+                          {"task": "lesson-autotuning", "device": "NVIDIA H200"})
+    write_lines(build, dry_run,
+                lesson_record("jax", setting="xla autotune level 4", date="2026-11-29T10:00:00+00:00"))
+    before = written.read_text()
+    with pytest.warns(CorruptRecordWarning) as caught:
+        headers, rows = gpu_lesson_rows("lesson-autotuning", config=LESSON_CONFIG, metrics=LESSON_METRICS)
+    assert [str(w.message).split(": skipped")[0] for w in caught] == [f"{written}:2", f"{written}:5"]
+    assert written.read_text() == before, "reading must never rewrite a record file"
+    assert headers == ["framework", "device", *LESSON_CONFIG, *LESSON_METRICS, "versions", "date", "label"]
+    versions = "torch 2.11.0, Python 3.12.3"
+    assert rows == [
+        ["pytorch", "NVIDIA H200", "cifar10", 64, "cudnn.benchmark off", 1.5, 0.002, 0.0001, True,
+         versions, "2026-11-30", "current"],
+        ["pytorch", "NVIDIA H200", "cifar10", 64, "cudnn.benchmark on", "-", 0.001, 0.0, "-",
+         versions, "2026-11-30", "smoke profile, older commit 0123456789ab"],
+        ["jax", "NVIDIA H200", "cifar10", 64, "xla autotune level 4", 1.5, 0.002, 0.0001, True,
+         versions, "2026-11-29", "current"],
+    ]
+    assert all(row[1] != "cpu" for row in rows), "a CPU dry run's figure never shows in a GPU row"
+
+
+def test_a_gpu_record_of_another_profile_is_labelled_never_current(lesson_folders, monkeypatch):
+    build, _ = lesson_folders
+    write_lines(build, lesson_record(profile="full"))
+    monkeypatch.setenv("ROSETTA_PROFILE", "smoke")
+    _, rows = gpu_lesson_rows("lesson-autotuning", config=LESSON_CONFIG, metrics=LESSON_METRICS)
+    assert [row[-1] for row in rows] == ["full profile"]
+
+
+@pytest.mark.parametrize("records", [[], [lesson_record(device="cpu", profile="smoke")],
+                                     [lesson_record(device="not checked (the part made no pytorch array)")]])
+def test_without_a_gpu_record_one_row_says_not_measured_on_a_gpu_yet(lesson_folders, records):
+    build, _ = lesson_folders
+    if records:
+        write_lines(build, *records)
+    headers, rows = gpu_lesson_rows("lesson-autotuning", config=LESSON_CONFIG, metrics=LESSON_METRICS)
+    assert rows == [[NOT_MEASURED_ON_A_GPU] + ["-"] * (len(headers) - 1)]
+
+
+def test_gpu_lesson_rows_read_only_their_task(lesson_folders):
+    build, _ = lesson_folders
+    write_lines(build, lesson_record())
+    (build / "lesson-precision.jsonl").write_text(json.dumps({**lesson_record(), "task": "lesson-precision"}) + "\n")
+    _, rows = gpu_lesson_rows("lesson-precision", config=["setting"], metrics=["median_seconds"])
+    assert [row[:3] for row in rows] == [["pytorch", "NVIDIA H200", "cudnn.benchmark on"]]
+
+
+def test_verdicts_are_kept_beside_the_metrics_only_when_given(tmp_path):
+    checked = record_result("cifar10", "jax", {"seconds_per_epoch": 1.0}, versions={}, device="gpu:0 (NVIDIA H200)",
+                            folder=tmp_path, verdicts={"equivalence with PyTorch": {"jax": "agrees"}})
+    plain = record(tmp_path)
+    lines = [json.loads(line) for line in (tmp_path / "cifar10.jsonl").read_text().splitlines()]
+    assert lines[0]["verdicts"] == {"equivalence with PyTorch": {"jax": "agrees"}} == checked["verdicts"]
+    assert "verdicts" not in plain and "verdicts" not in lines[1]
+    assert [r["framework"] for r in load_results([tmp_path]).records] == ["jax", "pytorch"]

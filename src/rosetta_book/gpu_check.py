@@ -1,45 +1,80 @@
 """The device check: every chapter's PyTorch and JAX parts in the full profile on this
-machine's GPU, one results record per task and framework appended to ``results/``.
+machine's GPU, each page's comparison cells on what they computed, then the GPU
+lessons' measurements; records appended to ``results/``.
 
 ``make gpu-check`` (``python -m rosetta_book.gpu_check``) is what a GPU runner
 or a borrowed GPU machine runs. It needs only PyTorch, JAX (with Flax and
 optax), numpy and the book's small pure-Python helpers (pooch, tqdm, MyST-NB
 to read the pages); no TensorFlow, MXNet or Chainer, no network: the data
 sets' labelled stand-ins take the place of missing downloads
-(``ROSETTA_OFFLINE=1``). Each part runs in its own process, through the
-chapter loader, exactly as the tests run it.
+(``ROSETTA_OFFLINE=1``).
 
-A record holds the device's name, driver and CUDA versions, the framework's
-versions and the device its arrays were on, the profile, the commit, the
-date, and the chapter's metrics: every number (or list of numbers) the part
-leaves for its page's comparisons. The whole check keeps to a time budget
-(8 minutes by default): a part that would start after it is reported as not
-run, never silently dropped.
+What it checks, failing (exit status 1, naming page and framework) where any
+of it does not hold:
 
-Without a GPU the check refuses to run the full profile (a CPU would take
-hours); ``--profile smoke --allow-cpu`` runs it small on a CPU, to test it.
+* before anything runs, every framework it is asked for imports and sees the
+  GPU (``--allow-cpu``: or runs on the CPU), else it stops naming the framework;
+* each part runs in a process of its own through the chapter loader, exactly as
+  the tests run it, and the device read from its arrays is the GPU (for the few
+  parts their page runs elsewhere by design, :data:`BY_DESIGN`, what the page says);
+* where a part reports the float32 setting of its equivalence probes
+  (``equivalence_precision``), it must be true float32, not TF32; the page's
+  comparison cells then run on the parts' results, as in the book build
+  (PyTorch against JAX), and every verdict they pass to ``require`` must hold;
+* the GPU lessons (:mod:`rosetta_book.gpu_lessons`) measure what the lessons
+  pages show: autotuning, precision, layouts and fused recurrent kernels.
+
+A chapter record holds the device's name, driver and CUDA versions, the
+framework's versions and the device its arrays were on, the profile, the
+commit, the date, the part's data source, the chapter's metrics (every number
+the part leaves for its page's comparisons) and, beside them, the verdicts of
+the page's comparisons. The whole check keeps to a time budget (6 minutes by
+default): chapters first, then the lessons, so a short budget cuts the
+lessons first; what it cuts is reported as not run, never silently dropped.
+
+Without a GPU the check refuses to run (the full profile would take hours on
+a CPU); ``--profile smoke --allow-cpu`` runs it small on a CPU, to test it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
+import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from rosetta_utils.envreport import gpu_name
-from rosetta_utils.frameworks import is_installed
-from .page import Page
 from rosetta_utils.profile import PROFILES, cuda_gpu_visible
+
+from .page import Page, PageError
 
 #: The frameworks the device check runs: those whose current GPU builds the runner has.
 CHECKED_FRAMEWORKS = ("pytorch", "jax")
-DEFAULT_BUDGET_SECONDS = 8 * 60
+DEFAULT_BUDGET_SECONDS = 6 * 60
+
+#: Parts that their page runs elsewhere than on the GPU by design, with where and the
+#: page's reason: ``"cpu"``, the check expects the CPU there (and fails if such a part
+#: moves, so that this list follows the pages); ``"workers"``, the part's own process makes
+#: no array (its work runs in worker processes it starts), so no device can be read from
+#: it; where it does make one, that must be on the GPU. The record says which and why.
+BY_DESIGN = {
+    ("gru_flavors", "pytorch"): ("cpu", "the page keeps PyTorch's GRU layers on the CPU (its Setup says so)"),
+    ("variable_length_sequences", "pytorch"): (
+        "cpu", "the page leaves its tiny arrays where each framework puts them by default: PyTorch's CPU"),
+    ("data_parallel_training", "pytorch"): (
+        "workers", "the part's workers (torchrun) compute; the part's own process makes no array"),
+    ("data_parallel_training", "jax"): (
+        "workers", "the part's workers (JAX's multi-process runtime) compute; the part's own process makes no array"),
+}
 
 
 class DeviceCheckError(RuntimeError):
@@ -127,6 +162,389 @@ def check_can_run(profile: str, allow_cpu: bool, gpu: GPUInfo | None) -> None:
         raise DeviceCheckError("the full profile needs a GPU: on a CPU, test the check with --profile smoke")
 
 
+# ---- the frameworks: each must run, and see the GPU -------------------------------------
+
+_PROBES = {
+    "pytorch": (
+        "import json, torch\n"
+        "gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]"
+        " if torch.cuda.is_available() else []\n"
+        "print(json.dumps({'versions': {'torch': torch.__version__, 'CUDA (torch)': str(torch.version.cuda)},"
+        " 'gpus': gpus}))\n"),
+    "jax": (
+        "import json, jax, flax, optax\n"
+        "devices = jax.devices()\n"
+        "print(json.dumps({'versions': {'jax': jax.__version__, 'flax': flax.__version__},"
+        " 'gpus': [d.device_kind for d in devices if d.platform != 'cpu']}))\n"),
+}
+
+
+@dataclass(frozen=True)
+class FrameworkProbe:
+    """What a framework reported in a process of its own: its versions and the GPUs it sees."""
+
+    framework: str
+    versions: dict[str, str]
+    gpus: tuple[str, ...]
+
+
+def _child_environment(only: str, **extra: str) -> dict[str, str]:
+    from .one_framework import environment
+
+    env = environment(only)
+    env.pop("ROSETTA_BUILD_CACHE", None)  # the check runs every part, never a cached one
+    env.setdefault("MPLBACKEND", "Agg")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def _last_lines(text: str, count: int = 20) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return "\n".join(lines[-count:])
+
+
+def probe_framework(framework: str, timeout: float = 300) -> FrameworkProbe:
+    """Import ``framework`` in a process of its own (where no other framework imports) and
+    ask it which GPUs it sees; a :class:`DeviceCheckError` naming it if it cannot."""
+    from .environments import BookEnvironmentError, require_python
+
+    if framework not in _PROBES:
+        raise DeviceCheckError(f"the device check cannot run {framework!r}: it runs {', '.join(_PROBES)}")
+    try:
+        python = require_python(framework)
+    except BookEnvironmentError as error:
+        raise DeviceCheckError(f"{framework} cannot run here: {error}") from None
+    try:
+        done = subprocess.run([python, "-c", _PROBES[framework]], env=_child_environment(framework), check=False,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise DeviceCheckError(f"{framework} did not import within {timeout:.0f} s") from None
+    if done.returncode != 0:
+        raise DeviceCheckError(f"{framework} cannot run here: importing it failed:\n{_last_lines(done.stderr, 8)}")
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    return FrameworkProbe(framework, answer["versions"], tuple(answer["gpus"]))
+
+
+def check_frameworks(frameworks: Iterable[str], allow_cpu: bool,
+                     probe: Callable[[str], FrameworkProbe] = probe_framework,
+                     log: Callable[..., Any] = print) -> dict[str, str]:
+    """``{framework: "gpu" or "cpu"}``, where each framework's parts must run. Every
+    framework asked for must import; without ``allow_cpu`` each must see a GPU. Raises a
+    :class:`DeviceCheckError` naming the framework before anything else runs."""
+    frameworks = list(frameworks)
+    if not frameworks:
+        raise DeviceCheckError("no framework to check: name one or more of " + ", ".join(CHECKED_FRAMEWORKS))
+    kinds = {}
+    for framework in frameworks:
+        found = probe(framework)
+        versions = ", ".join(f"{name} {version}" for name, version in found.versions.items())
+        if found.gpus:
+            kinds[framework] = "gpu"
+            log(f"{framework}: {versions}; sees {', '.join(found.gpus)}")
+        elif allow_cpu:
+            kinds[framework] = "cpu"
+            log(f"{framework}: {versions}; sees no GPU: its parts run on the CPU (--allow-cpu)")
+        else:
+            raise DeviceCheckError(
+                f"{framework} sees no GPU here ({versions}): install its CUDA build, or test the check "
+                "on the CPU with --profile smoke --allow-cpu")
+    return kinds
+
+
+def is_gpu_device(device: str) -> bool:
+    """Whether a device line read from an array names a GPU (``cuda:0 (...)``, ``gpu:0 (...)``)."""
+    return str(device).lower().startswith(("cuda", "gpu", "rocm"))
+
+
+def check_part_device(where: str, device: str, values: Mapping[str, Mapping[str, str]], expected: str,
+                      workers: bool = False) -> None:
+    """Raise a :class:`DeviceCheckError` unless the part computed where it should:
+    ``device`` (read from its newest array or model) on the GPU when ``expected`` is
+    ``"gpu"``, on the CPU when it is ``"cpu"``, and no model of the part elsewhere.
+    ``workers`` (:data:`BY_DESIGN`) accepts a part that made no array at all. ``values``
+    maps each top-level name of the part's arrays and models to its ``{"device": ...,
+    "kind": "array" or "model"}``."""
+    if str(device).startswith("not checked"):
+        if workers:
+            return
+        raise DeviceCheckError(f"{where}: {device}, so where it computed cannot be read")
+    on_gpu = is_gpu_device(device)
+    if expected == "gpu" and not on_gpu:
+        raise DeviceCheckError(f"{where}: its arrays are on {device}, not on the GPU")
+    if expected == "cpu" and on_gpu:
+        raise DeviceCheckError(f"{where}: its arrays are on {device}, where the CPU was expected")
+    astray = sorted(name for name, value in values.items()
+                    if value.get("kind") == "model" and is_gpu_device(value.get("device", "")) != (expected == "gpu"))
+    if astray:
+        places = ", ".join(f"{name} on {values[name]['device']}" for name in astray)
+        raise DeviceCheckError(f"{where}: model(s) not on the {expected.upper()}: {places}")
+
+
+#: What a part's ``equivalence_precision`` (the setting its ``true_float32()`` yields for the
+#: Equivalence section's probes) reads when float32 is computed as float32.
+TRUE_FLOAT32 = {"pytorch": "ieee", "jax": "highest"}
+
+
+def check_true_float32(where: str, framework: str, setting: Any) -> None:
+    """Raise a :class:`DeviceCheckError` unless the part's equivalence probes ran in true
+    float32 (every PyTorch flag ``"ieee"``; JAX's matmul precision ``"highest"``), not TF32."""
+    settings = list(setting) if isinstance(setting, (list, tuple)) else [setting]
+    if not settings or any(str(value) != TRUE_FLOAT32[framework] for value in settings):
+        raise DeviceCheckError(f"{where}: its equivalence probes ran with float32 set to {setting!r}, not true "
+                               f"float32 ({TRUE_FLOAT32[framework]!r})")
+
+
+# ---- one part, and one page's comparisons, each in a process of its own -----------------
+
+@dataclass
+class PartRun:
+    framework: str
+    results: dict[str, Any]
+    facts: dict[str, Any]
+    seconds: float
+
+
+def _run_child(command: list[str], env: Mapping[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """Run ``command`` in a process group of its own; on timeout kill the whole group (a
+    part may have started workers) and raise :class:`subprocess.TimeoutExpired`."""
+    with subprocess.Popen(command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=max(timeout, 1))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def run_part(path: Path, framework: str, folder: Path, timeout: float) -> PartRun:
+    """Run ``framework``'s part of the page (``python -m rosetta_book.gpu_check --part``)
+    and read what it left in ``folder``; :class:`DeviceCheckError` if it failed."""
+    from rosetta_utils.tab_results import load_tab_results
+
+    from .environments import BookEnvironmentError, require_python
+
+    try:
+        python = require_python(framework)
+    except BookEnvironmentError as error:
+        raise DeviceCheckError(f"{framework} cannot run here: {error}") from None
+    command = [python, "-m", "rosetta_book.gpu_check", "--part", str(path), framework, str(folder)]
+    started = time.monotonic()
+    try:
+        done = _run_child(command, _child_environment(framework), timeout)
+    except subprocess.TimeoutExpired:
+        raise DeviceCheckError(f"the part ran past the budget (stopped after {timeout:.0f} s)") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        reason = next((line for line in reversed(lines) if "ChapterError" in line), _last_lines(done.stderr))
+        raise DeviceCheckError(f"the part failed in its own process: {reason}")
+    results = load_tab_results(folder)[framework].as_dict()
+    facts = json.loads((folder / f"{framework}.facts.json").read_text())
+    return PartRun(framework, results, facts, time.monotonic() - started)
+
+
+def data_sources(namespace: Mapping[str, Any]) -> str:
+    """The ``source`` lines of the data sets a part loaded (found at its top level or one
+    level down, e.g. in a borrowed chapter's namespace), or a line saying it loaded none."""
+    found: list[str] = []
+    for name, value in namespace.items():
+        if name.startswith("_"):
+            continue
+        for candidate in (list(value.values()) if isinstance(value, dict) else [value]):
+            if isinstance(candidate, type):
+                continue
+            source = getattr(candidate, "source", None)
+            if isinstance(source, str) and isinstance(getattr(candidate, "synthetic", None), bool) \
+                    and source not in found:
+                found.append(source)
+    return "; ".join(found) if found else "none: the part loads no data set (its inputs are made in its cells)"
+
+
+def value_devices(framework: str, namespace: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """``{name: {"device", "kind"}}`` for each top-level array (``kind`` "array") or model
+    (something callable, "model") of ``framework`` that the part left."""
+    from rosetta_utils.backends import backend
+
+    helpers = backend(framework)
+    devices = {}
+    for name, value in namespace.items():
+        if name.startswith("_") or isinstance(value, type):
+            continue
+        try:
+            device = helpers.array_device(value)
+        except Exception:  # an object that merely looks like an array
+            device = None
+        if device:
+            devices[name] = {"device": device, "kind": "model" if callable(value) else "array"}
+    return devices
+
+
+def _part_main(path: str, framework: str, folder: str) -> int:
+    """In the part's own process: run it through the chapter loader, save its tab results
+    and what the check reads besides (its data source, where its arrays are)."""
+    from rosetta_utils.tab_results import save_tab_results
+
+    from .chapter import load_chapter, tab_results_of
+
+    namespace = load_chapter(path, framework)
+    save_tab_results(tab_results_of(path, framework, namespace), folder, framework)
+    facts = {"data": data_sources(namespace), "values": value_devices(framework, namespace)}
+    (Path(folder) / f"{framework}.facts.json").write_text(json.dumps(facts))
+    return 0
+
+
+@dataclass
+class Comparisons:
+    """What a page's comparison cells decided: every ``require`` call's verdicts, in order,
+    and the error that stopped them (None when they all ran)."""
+
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    not_run: str | None = None  # why the cells did not run at all
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and self.not_run is None and all(check["passed"] for check in self.checks)
+
+    def verdicts(self) -> dict[str, Any]:
+        """``{check: {item: verdict}}`` for a record (a repeated check gets " (2)", ...)."""
+        verdicts: dict[str, Any] = {}
+        for check in self.checks:
+            name, number = check["check"], 2
+            while name in verdicts:
+                name, number = f"{check['check']} ({number})", number + 1
+            verdicts[name] = check["verdicts"]
+        if self.error is not None:
+            verdicts["comparison cells"] = f"FAILED: {self.error}"
+        if self.not_run is not None:
+            verdicts["comparison cells"] = f"not run: {self.not_run}"
+        return verdicts
+
+
+def run_comparisons(path: Path, folder: Path, timeout: float) -> Comparisons:
+    """Run the page's comparison cells on the tab results saved in ``folder``, in a process
+    where no framework imports, as the book build does; the page's own records go to a
+    throwaway folder (the check writes its own)."""
+    out = folder / "comparisons.json"
+    with tempfile.TemporaryDirectory(prefix="rosetta-gpu-check-page-records-") as records:
+        command = [sys.executable, "-m", "rosetta_book.gpu_check", "--comparisons", str(path), str(folder), str(out)]
+        try:
+            done = _run_child(command, _child_environment("none", ROSETTA_RESULTS_DIR=records), timeout)
+        except subprocess.TimeoutExpired:
+            return Comparisons(error=f"the comparison cells ran past the budget (stopped after {timeout:.0f} s)")
+    if not out.is_file():
+        return Comparisons(error=f"the comparison cells' process failed:\n{_last_lines(done.stderr)}")
+    answer = json.loads(out.read_text())
+    return Comparisons(answer["checks"], answer["error"])
+
+
+def _comparisons_main(path: str, folder: str, out: str) -> int:
+    """In the comparisons' own process: run the page's comparison cells on the saved tab
+    results, recording every verdict the cells pass to ``require``."""
+    from rosetta_utils import equivalence
+    from rosetta_utils.tab_results import load_tab_results
+
+    from .chapter import ChapterError, load_comparisons
+
+    checks: list[dict[str, Any]] = []
+    original = equivalence.require
+
+    def recording_require(verdicts, check, passing=(equivalence.AGREES, equivalence.REFERENCE)):
+        checks.append({"check": str(check), "verdicts": {str(k): str(v) for k, v in verdicts.items()},
+                       "passed": all(str(v) in passing for v in verdicts.values())})
+        return original(verdicts, check, passing)
+
+    equivalence.require = recording_require  # before any page cell imports it
+    results = {framework: run.as_dict() for framework, run in load_tab_results(folder).items()}
+    error = None
+    try:
+        load_comparisons(path, results)
+    except ChapterError as failure:
+        error = str(failure)
+    Path(out).write_text(json.dumps({"checks": checks, "error": error}))
+    return 0 if error is None else 1
+
+
+# ---- the check ---------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """What one run of the check appended and what went wrong (empty when all held)."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)
+
+
+def _check_page(path: Path, frameworks: list[str], kinds: Mapping[str, str], gpu: GPUInfo | None,
+                results_folder: Path, deadline: float, outcome: Outcome, log: Callable[..., Any]) -> None:
+    from rosetta_utils.results import record_result
+
+    page = Page.read(path)
+    runs: dict[str, PartRun] = {}
+    notes: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="rosetta-gpu-check-") as temporary:
+        folder = Path(temporary)
+        for framework in frameworks:
+            where = f"{page.name} ({framework})"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                outcome.problems.append(f"{where}: not run, the budget was spent")
+                continue
+            place, reason = BY_DESIGN.get((path.stem, framework), (None, None))
+            expected = "cpu" if place == "cpu" else kinds[framework]
+            try:
+                run = run_part(path, framework, folder, left)
+                check_part_device(where, run.results["environment"]["device"], run.facts["values"], expected,
+                                  workers=place == "workers")
+                if "equivalence_precision" in run.results:
+                    check_true_float32(where, framework, run.results["equivalence_precision"])
+            except DeviceCheckError as error:
+                message = str(error) if str(error).startswith(where) else f"{where}: {error}"
+                outcome.problems.append(message)
+                log(f"FAILED {message}")
+                continue
+            runs[framework] = run
+            if place is not None:
+                notes[framework] = f"{'on the CPU' if place == 'cpu' else 'in worker processes'} by design: {reason}"
+            log(f"{where}: {run.seconds:.1f} s on {run.results['environment']['device']}")
+        if not runs:
+            return
+        missing = [framework for framework in frameworks if framework not in runs]
+        left = deadline - time.monotonic()
+        if missing:  # each missing part is a problem already
+            comparisons = Comparisons(not_run=f"the {', '.join(missing)} part(s) did not complete")
+        elif not page.has_comparisons:
+            comparisons = Comparisons()
+        elif left <= 0:
+            comparisons = Comparisons(not_run="the budget was spent")
+            outcome.problems.append(f"{page.name}: the comparisons did not run, the budget was spent")
+        else:
+            started = time.monotonic()
+            comparisons = run_comparisons(path, folder, left)
+            log(f"{page.name}: comparisons {'passed' if comparisons.passed else 'FAILED'} "
+                f"({len(comparisons.checks)} verdict checks, {time.monotonic() - started:.1f} s)")
+        if comparisons.not_run is None and not comparisons.passed:
+            failing = [f"{check['check']}: {check['verdicts']}" for check in comparisons.checks if not check["passed"]]
+            outcome.problems.append(f"{page.name}: the comparisons failed: "
+                                    + "; ".join(failing + ([comparisons.error] if comparisons.error else [])))
+    for framework, run in runs.items():
+        environment = run.results["environment"]
+        config = {"gpu": gpu.as_dict() if gpu else None, "float32": environment.get("float32"),
+                  "data": run.facts["data"], "check": "gpu_check"}
+        if framework in notes:
+            config["device_note"] = notes[framework]
+        outcome.records.append(record_result(
+            page.results_task, framework, {**chapter_metrics(run.results), "part_seconds": round(run.seconds, 2)},
+            versions=environment["versions"], device=environment["device"], config=config,
+            folder=results_folder, verdicts=comparisons.verdicts()))
+        held = "held" if comparisons.passed else ("not run" if comparisons.not_run else "FAILED")
+        outcome.summary.append(f"{page.name:<34} {framework:<8} {run.seconds:>7.1f} s  {environment['device']}; "
+                               f"verdicts {held}")
+
+
 def run_device_check(
     book: Path,
     results_folder: Path,
@@ -135,73 +553,135 @@ def run_device_check(
     allow_cpu: bool = False,
     budget_seconds: float = DEFAULT_BUDGET_SECONDS,
     pages: Iterable[Path] | None = None,
-    log: Any = print,
+    lessons: Iterable[str] | None = None,
+    log: Callable[..., Any] = print,
+    probe: Callable[[str], FrameworkProbe] = probe_framework,
+    gpu: GPUInfo | None = None,
 ) -> list[dict[str, Any]]:
-    """Run each chapter's parts of ``frameworks``; append and return one record per part.
+    """Check each chapter's parts of ``frameworks`` and their comparisons, then run the GPU
+    lessons (``lessons``: names from :data:`rosetta_book.gpu_lessons.LESSONS`, default all);
+    append and return the records.
 
-    Raises :class:`DeviceCheckError` after all parts ran if any failed or did not fit
-    the budget (the records of those that ran are kept).
+    Raises :class:`DeviceCheckError` before anything runs if a framework cannot run here
+    (or sees no GPU, unless ``allow_cpu``), and after everything ran if any part, verdict
+    or lesson failed or did not fit the budget (the records of what ran are kept).
+    ``probe`` and ``gpu`` replace the machine's answers (tests).
     """
-    from .chapter import ChapterError, run_framework_part
-    from rosetta_utils.results import record_result
+    from . import gpu_lessons
 
-    gpu = gpu_info()
-    check_can_run(profile, allow_cpu, gpu)
-    frameworks = [name for name in frameworks if is_installed(name)]
-    if not frameworks:
-        raise DeviceCheckError(f"none of {', '.join(CHECKED_FRAMEWORKS)} is installed here")
-    os.environ["ROSETTA_PROFILE"] = profile
-    os.environ["ROSETTA_OFFLINE"] = "1"
     started = time.monotonic()
-    records, problems = [], []
+    gpu = gpu if gpu is not None else gpu_info()
+    check_can_run(profile, allow_cpu, gpu)
+    frameworks = list(frameworks)
+    lessons = gpu_lessons.check_lessons(gpu_lessons.LESSONS if lessons is None else lessons)
+    kinds = check_frameworks(frameworks, allow_cpu, probe, log)
+    with _check_environment(profile):
+        return _run_checks(book, results_folder, frameworks, kinds, lessons, started, budget_seconds, pages, log,
+                           gpu)
+
+
+@contextlib.contextmanager
+def _check_environment(profile: str) -> Iterator[None]:
+    """The profile and offline data for this process and every process it starts; the
+    previous values come back after."""
+    saved = {name: os.environ.get(name) for name in ("ROSETTA_PROFILE", "ROSETTA_OFFLINE")}
+    os.environ.update(ROSETTA_PROFILE=profile, ROSETTA_OFFLINE="1")
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _run_checks(book: Path, results_folder: Path, frameworks: list[str], kinds: Mapping[str, str],
+                lessons: list[str], started: float, budget_seconds: float, pages: Iterable[Path] | None,
+                log: Callable[..., Any], gpu: GPUInfo | None) -> list[dict[str, Any]]:
+    """The parts, comparisons and lessons of :func:`run_device_check`, within the budget
+    that began at ``started`` (a ``time.monotonic()`` value)."""
+    from . import gpu_lessons
+
+    deadline = started + budget_seconds
+    outcome = Outcome()
     for path in (list(pages) if pages is not None else chapter_pages(book)):
-        page = Page.read(path)
-        for framework in frameworks:
-            if framework not in page.frameworks:
-                continue
-            left = budget_seconds - (time.monotonic() - started)
-            if left <= 0:
-                problems.append(f"{page.name} ({framework}): not run, the {budget_seconds:.0f} s budget was spent")
-                continue
-            part_started = time.monotonic()
-            try:
-                results = run_framework_part(path, framework, timeout=left)
-            except ChapterError as error:
-                problems.append(f"{page.name} ({framework}): {error}")
-                log(f"FAILED {page.name} {framework}: {error}")
-                continue
-            seconds = time.monotonic() - part_started
-            environment = results["environment"]
-            record = record_result(
-                page.results_task, framework, {**chapter_metrics(results), "part_seconds": round(seconds, 2)},
-                versions=environment["versions"], device=environment["device"],
-                config={"gpu": gpu.as_dict() if gpu else None, "float32": environment.get("float32"),
-                        "data": "stand-ins where no cached download (offline)", "check": "gpu_check"},
-                folder=results_folder)
-            records.append(record)
-            log(f"{page.name} {framework}: {seconds:.1f} s on {environment['device']}")
-    if problems:
-        raise DeviceCheckError("the device check did not complete:\n  " + "\n  ".join(problems))
-    return records
+        try:
+            page = Page.read(path)
+        except PageError as error:
+            outcome.problems.append(f"{path}: {error}")
+            continue
+        page_frameworks = [name for name in frameworks if name in page.frameworks]
+        if page_frameworks:
+            _check_page(path, page_frameworks, kinds, gpu, results_folder, deadline, outcome, log)
+    chapters_seconds = time.monotonic() - started
+    if lessons:
+        lesson_outcome = gpu_lessons.run_lessons(book, results_folder, lessons, frameworks, kinds, deadline,
+                                                 gpu=gpu, log=log)
+        outcome.records += lesson_outcome.records
+        outcome.problems += lesson_outcome.problems
+        outcome.summary += lesson_outcome.summary
+    log("\nsummary (seconds on this machine):\n  " + "\n  ".join(outcome.summary or ["nothing ran"])
+        + f"\n  framework checks, chapters and comparisons {chapters_seconds:.0f} s, in all {time.monotonic() - started:.0f} s "
+        f"of a {budget_seconds:.0f} s budget")
+    if outcome.problems:
+        raise DeviceCheckError(f"the device check did not pass ({len(outcome.records)} records appended):\n  "
+                               + "\n  ".join(outcome.problems))
+    return outcome.records
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .gpu_lessons import LESSONS
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--part"] and len(argv) == 4:
+        return _part_main(*argv[1:])
+    if argv[:1] == ["--comparisons"] and len(argv) == 4:
+        return _comparisons_main(*argv[1:])
     parser = argparse.ArgumentParser(prog="python -m rosetta_book.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="full", help="full (default) or smoke")
-    parser.add_argument("--allow-cpu", action="store_true", help="run without a GPU (with --profile smoke)")
+    parser.add_argument("--allow-cpu", action="store_true",
+                        help="run where a framework sees no GPU, on the CPU (with --profile smoke)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="folder to append records to")
     parser.add_argument("--book", type=Path, default=Path("book"), help="the book's folder")
-    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_SECONDS, help="seconds for the whole check")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_SECONDS,
+                        help=f"seconds for the whole check (default {DEFAULT_BUDGET_SECONDS}); chapters run "
+                             "first, so a short budget cuts the lessons first")
+    parser.add_argument("--frameworks", default=",".join(CHECKED_FRAMEWORKS),
+                        help=f"comma-separated (default {','.join(CHECKED_FRAMEWORKS)})")
+    parser.add_argument("--pages", default="all",
+                        help="chapters to run, comma-separated names such as cifar10_cnn (default all; none)")
+    parser.add_argument("--lessons", default="all",
+                        help=f"GPU lessons to measure, comma-separated of {','.join(LESSONS)} (default all; none)")
     arguments = parser.parse_args(argv)
     begun = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     try:
-        records = run_device_check(arguments.book, arguments.results, arguments.profile,
-                                   allow_cpu=arguments.allow_cpu, budget_seconds=arguments.budget)
+        pages = _chosen_pages(arguments.book, arguments.pages)
+        lessons = [] if arguments.lessons == "none" else (
+            list(LESSONS) if arguments.lessons == "all" else [name for name in arguments.lessons.split(",") if name])
+        frameworks = [name for name in arguments.frameworks.split(",") if name]
+        records = run_device_check(arguments.book, arguments.results, arguments.profile, frameworks,
+                                   allow_cpu=arguments.allow_cpu, budget_seconds=arguments.budget,
+                                   pages=pages, lessons=lessons)
     except DeviceCheckError as error:
         print(f"gpu_check: {error}", file=sys.stderr)
         return 1
-    print(f"gpu_check: {len(records)} records appended under {arguments.results}/ (started {begun})")
+    print(f"gpu_check: passed; {len(records)} records appended under {arguments.results}/ (started {begun})")
     return 0
+
+
+def _chosen_pages(book: Path, names: str) -> list[Path]:
+    every = chapter_pages(book)
+    if names == "all":
+        return every
+    if names == "none":
+        return []
+    by_name = {path.stem: path for path in every}
+    chosen = [name for name in names.split(",") if name]
+    unknown = [name for name in chosen if name not in by_name]
+    if unknown:
+        raise DeviceCheckError(f"no chapter named {', '.join(unknown)}: the chapters are {', '.join(by_name)}")
+    return [by_name[name] for name in chosen]
 
 
 if __name__ == "__main__":

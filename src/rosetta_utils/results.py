@@ -76,11 +76,14 @@ def record_result(
     device: str,
     config: Mapping[str, Any] | None = None,
     folder: Path | None = None,
+    verdicts: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Append one record to ``<folder>/<task>.jsonl`` and return it.
 
     ``metrics`` holds the measured numbers; ``config`` what was measured
-    (batch size, layout, data source, ...).
+    (batch size, layout, data source, ...); ``verdicts``, where given, the
+    correctness verdicts the numbers were checked with (the device check:
+    ``{check: {item: verdict}}`` from the page's comparisons), kept beside them.
     """
     check_framework(framework)
     if not task or not task.replace("-", "").replace("_", "").isalnum():
@@ -96,11 +99,13 @@ def record_result(
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
     }
+    if verdicts is not None:
+        record["verdicts"] = dict(verdicts)
     try:
         line = json.dumps(record, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise ValueError(
-            f"result for {task}/{framework} cannot be recorded: metrics and config must be "
+            f"result for {task}/{framework} cannot be recorded: metrics, config and verdicts must be "
             f"JSON numbers, strings, lists or objects, and numbers must be finite ({error})"
         ) from None
     target = folder or build_results_dir()

@@ -6,13 +6,21 @@ curated), the newest one, with its headline numbers: a time (seconds per
 epoch, or per 1,000 images), a rate (images, reviews or sequences per second)
 and the test accuracy where the task has one. A record from another profile
 than this build's, or from another commit, is labelled so.
+
+:func:`gpu_lesson_rows` lays out a GPU lesson's records (``lesson-autotuning``,
+``lesson-precision``, ``lesson-layouts``, ``lesson-fused-rnn``, appended by the
+device check) for a lessons page: GPU records only, the newest per framework,
+device and configuration, labelled the same way.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
+
+from . import FRAMEWORKS
 
 #: Metric names, in order of preference, for each column of the results table.
 TIME_METRICS = ("seconds_per_epoch", "seconds_per_1000_images", "part_seconds")
@@ -87,3 +95,70 @@ def results_rows(records: Iterable[dict[str, Any]], profile: str, commit: str,
             accuracy[1] if accuracy else None, str(record["date"]), _base_commit(record["commit"]),
             label_of(record, profile, commit)))
     return rows
+
+
+#: The first cell of the one row a GPU lesson table has before any GPU measured it.
+NOT_MEASURED_ON_A_GPU = "not measured on a GPU yet"
+
+
+def is_gpu_device(device: Any) -> bool:
+    """Whether a record's ``device`` names a GPU: not ``"cpu"`` (a dry run on a CPU), and
+    not a part that made no array ("not checked ...")."""
+    text = str(device or "").strip().lower()
+    return bool(text) and not text.startswith(("cpu", "not checked"))
+
+
+def _versions_cell(versions: Any) -> str:
+    if isinstance(versions, dict):
+        return ", ".join(f"{name} {version}" for name, version in versions.items()) or "-"
+    return str(versions) if versions else "-"
+
+
+def _cell(values: Any, name: str) -> Any:
+    """``values[name]``, or ``"-"`` when the record has no such key."""
+    if isinstance(values, dict) and name in values and values[name] is not None:
+        return values[name]
+    return "-"
+
+
+def gpu_lesson_rows(task: str, config: Iterable[str], metrics: Iterable[str],
+                    folders: Iterable[Path] | None = None) -> tuple[list[str], list[list[Any]]]:
+    """A GPU lesson's table: ``(headers, rows)`` for :func:`rosetta_utils.tables.show_table`.
+
+    Reads the records of ``task`` (e.g. ``"lesson-autotuning"``) from this build's and the
+    curated folders (:func:`rosetta_utils.results.load_results`; ``folders`` overrides them,
+    for tests), keeps those measured on a GPU (a dry run's ``"cpu"`` records never show),
+    and the newest per framework, device and config. The headers are ``framework``,
+    ``device``, the ``config`` keys, the ``metrics``, ``versions``, ``date`` and ``label``
+    (:func:`label_of`: another profile, an older commit; else ``"current"``). A key a record
+    lacks shows ``"-"``; corrupt lines are skipped with the loader's warning. Without any
+    GPU record there is one row, ``"not measured on a GPU yet"`` followed by ``"-"``.
+    """
+    from .profile import current_profile
+    from .results import git_commit, load_results
+
+    config, metrics = list(config), list(metrics)
+    headers = ["framework", "device", *config, *metrics, "versions", "date", "label"]
+    table = load_results(folders, task=task)
+    newest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for record in table.records:
+        if record.get("task") != task or not is_gpu_device(record.get("device")):
+            continue
+        settings = record.get("config") if isinstance(record.get("config"), dict) else {}
+        key = (str(record["framework"]), str(record["device"]),
+               json.dumps(settings, sort_keys=True, default=str))
+        if key not in newest or str(record["date"]) > str(newest[key]["date"]):
+            newest[key] = record
+    if not newest:
+        return headers, [[NOT_MEASURED_ON_A_GPU] + ["-"] * (len(headers) - 1)]
+    profile, commit = current_profile(), git_commit()
+    order = {name: index for index, name in enumerate(FRAMEWORKS)}
+    rows = []
+    for (framework, device, _), record in sorted(
+            newest.items(), key=lambda item: order.get(item[0][0], len(order))):  # stable: file order within
+        rows.append([framework, device,
+                     *(_cell(record.get("config"), name) for name in config),
+                     *(_cell(record["metrics"], name) for name in metrics),
+                     _versions_cell(record.get("versions")), str(record["date"])[:10],
+                     label_of(record, profile, commit) or "current"])
+    return headers, rows
