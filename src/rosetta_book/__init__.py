@@ -14,7 +14,8 @@ is never imported by a page:
 - :mod:`.chapter`: the loader tests and benchmarks run a page's code through;
 - :mod:`.name_check`: the checks a page must pass to build;
 - :mod:`.sphinx_extension`: the thin Sphinx adapter (events, tabs, links);
-- :mod:`.bench` and :mod:`.gpu_check`: the benchmark and the device check.
+- :mod:`.bench`, :mod:`.gpu_check` and :mod:`.gpu_lessons`: the benchmark, the
+  device check and the GPU lessons' measurements it runs.
 
 It imports :mod:`rosetta_utils`; :mod:`rosetta_utils` never imports it.
 """
