@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from rosetta_utils import FRAMEWORKS
+from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
 
 HTML = os.environ.get("ROSETTA_BOOK_HTML")
 WIDTH, HEIGHT = 1280, 900
@@ -320,3 +320,63 @@ def test_maths_left_as_raw_tex_is_caught(browser, broken_site):
 def test_tab_labels_wrapping_to_a_second_row_are_caught(browser, broken_site):
     load(browser, broken_site + "wrapped_tabs.html")
     assert wrapped_tab_labels(browser) and "rows" in wrapped_tab_labels(browser)[0]
+
+
+# --- issue 24: what a reader takes away ------------------------------------------------------
+
+COMPACT_COLUMNS = """
+const table = document.querySelector('.rosetta-compact-table table');
+if (!table) { return null; }
+table.scrollIntoView();
+return [...table.querySelectorAll('thead th')].map(th => {
+  const box = th.getBoundingClientRect();
+  return [th.innerText.trim(), box.left, box.right];
+});
+"""
+
+
+def test_every_compact_table_shows_its_five_framework_columns_in_the_window(browser, site):
+    """At 1280×900, whichever framework's tab is chosen, every column of a compact table
+    (the concept, the five frameworks, what it was checked on) lies inside the window."""
+    width = browser.execute_script("return window.innerWidth")
+    problems = []
+    pages = [page for page in built_pages() if page.startswith("book/tables/")]
+    assert pages, "no translation tables were built"
+    for page in pages:
+        for framework in FRAMEWORKS:
+            load(browser, f"{site}{page}?framework={framework}")
+            columns = browser.execute_script(COMPACT_COLUMNS)
+            if columns is None:
+                problems.append(f"{page}: no compact table")
+                break
+            titles = [title for title, _, _ in columns]
+            if not all(any(FRAMEWORK_TITLES[name] in title for title in titles) for name in FRAMEWORKS):
+                problems.append(f"{page}: columns {titles}")
+            problems += [f"{page} ({framework}): column {title!r} spans {left:.0f}-{right:.0f} px of {width}"
+                         for title, left, right in columns if left < 0 or right > width + 1]
+    assert not problems, problems
+
+
+CHECKLIST_STATE = """
+const list = document.querySelector('.rosetta-checklist');
+return {pair: [list.querySelector('select[name="from"]').value, list.querySelector('select[name="to"]').value],
+        shown: [...list.querySelectorAll('.rosetta-checklist-line')].filter(l => !l.hidden)
+                 .map(l => l.dataset.frameworks.split(' ')),
+        cells: [...list.querySelectorAll('.rosetta-checklist-line:not([hidden]) li[data-framework]')]
+                 .filter(c => !c.hidden).map(c => c.dataset.framework),
+        total: list.querySelectorAll('.rosetta-checklist-line').length};
+"""
+
+
+def test_the_checklist_shows_the_lines_of_the_pair_chosen(browser, site):
+    load(browser, f"{site}book/porting_checklist.html?from=mxnet&to=chainer")
+    state = browser.execute_script(CHECKLIST_STATE)
+    assert state["pair"] == ["mxnet", "chainer"] and state["total"] > 0
+    assert state["shown"] and all({"mxnet", "chainer"} & set(line) for line in state["shown"])
+    assert set(state["cells"]) <= {"mxnet", "chainer"}
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("css selector", '.rosetta-checklist select[name="to"]')).select_by_value("jax")
+    changed = browser.execute_script(CHECKLIST_STATE)
+    assert changed["pair"] == ["mxnet", "jax"] and "to=jax" in browser.current_url
+    assert all({"mxnet", "jax"} & set(line) for line in changed["shown"])

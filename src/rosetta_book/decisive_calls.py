@@ -127,6 +127,59 @@ def _section(page: Page, index: int) -> tuple[str, str | None]:
     return page.title, None
 
 
+def _section_prose(page: Page, index: int) -> str:
+    """The prose of the section cell ``index`` is in: the markdown after its heading, up to
+    the next heading (code cells in between are skipped)."""
+    start = None
+    for position in range(index, -1, -1):
+        cell = page.notebook.cells[position]
+        if cell.cell_type == "markdown" and any(line.startswith("#") for line in cell.source.splitlines()):
+            start = position
+            break
+    if start is None:
+        return ""
+    lines = page.notebook.cells[start].source.splitlines()
+    last_heading = max(n for n, line in enumerate(lines) if line.startswith("#"))
+    prose = lines[last_heading + 1:]
+    for cell in page.notebook.cells[start + 1:]:
+        if cell.cell_type != "markdown" or cell_role(cell) != SHARED:
+            continue
+        cell_lines = cell.source.splitlines()
+        heading = next((n for n, line in enumerate(cell_lines) if line.startswith("#") or _LABEL.match(line)), None)
+        prose += cell_lines if heading is None else cell_lines[:heading]
+        if heading is not None:
+            break
+    return " ".join(line.strip() for line in prose if line.strip())
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` split into sentences at a full stop, question or exclamation mark followed
+    by a space, never inside a code span (`nnx.Conv` is one word)."""
+    found, start, in_code = [], 0, False
+    for position, character in enumerate(text):
+        if character == "`":
+            in_code = not in_code
+        elif character in ".?!" and not in_code and text[position + 1: position + 2] in (" ", ""):
+            found.append(text[start: position + 1].strip())
+            start = position + 1
+    rest = text[start:].strip()
+    return [sentence for sentence in found + ([rest] if rest else []) if sentence]
+
+
+def traps(prose: str) -> list[str]:
+    """The sentences of a concept's prose that name a trap, each with the sentence after it
+    when it is too short to say what the trap is ("Trap: the defaults differ.")."""
+    said = sentences(prose)
+    picked = []
+    for number, sentence in enumerate(said):
+        if re.search(r"\btraps?\b", sentence, re.IGNORECASE):
+            text = sentence
+            if len(sentence) < 60 and number + 1 < len(said):
+                text += " " + said[number + 1]
+            picked.append(text)
+    return picked
+
+
 def _markers(value: Any, concept: str) -> list[str]:
     if isinstance(value, dict):
         value = value.get(concept)
@@ -167,13 +220,14 @@ def _keyword_line(tree: ast.AST, keyword: ast.keyword) -> int:
 
 
 def decisive_calls(page: Page) -> dict[str, dict[str, Any]]:
-    """``{concept: {"title", "label", "calls": {framework: [DecisiveCall] or NONE}}}`` in the
-    order the page computes its concepts, for every framework with cells on the page."""
+    """``{concept: {"title", "label", "traps", "calls": {framework: [DecisiveCall] or NONE}}}``
+    in the order the page computes its concepts, for every framework with cells on the page;
+    ``traps`` are the sentences of the concept's prose that name a trap."""
     found = concepts(page)
     table: dict[str, dict[str, Any]] = {}
     for concept, index in found.items():
         title, label = _section(page, index)
-        table[concept] = {"title": title, "label": label, "calls": {}}
+        table[concept] = {"title": title, "label": label, "traps": traps(_section_prose(page, index)), "calls": {}}
     served: dict[tuple[str, str], list[int]] = {}
     for index, cell in enumerate(page.notebook.cells):
         framework = cell_role(cell)

@@ -1,0 +1,30 @@
+"""The built porting checklist (ROSETTA_BOOK_HTML, after `make test`'s smoke build): it
+lists the traps of the translation tables, and every line's link lands on its row."""
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from bs4 import BeautifulSoup
+
+HTML = os.environ.get("ROSETTA_BOOK_HTML")
+pytestmark = pytest.mark.skipif(not HTML, reason="run by `make test` after building the book")
+
+
+def test_every_checklist_link_lands_on_its_row():
+    page = Path(HTML) / "book" / "porting_checklist.html"
+    soup = BeautifulSoup(page.read_text(), "html.parser")
+    lines = soup.select(".rosetta-checklist-line")
+    assert len(lines) >= 20, f"only {len(lines)} lines"
+    targets = {}
+    for line in lines:
+        assert line["data-frameworks"].split(), line
+        link = line.find("a")
+        address = urlsplit(link["href"])
+        target = (page.parent / address.path).resolve()
+        assert target.is_file(), link["href"]
+        if target not in targets:
+            targets[target] = BeautifulSoup(target.read_text(), "html.parser")
+        assert address.fragment and targets[target].find(id=address.fragment), link["href"]
+    assert {path.name for path in targets} >= {"layers.html", "losses.html", "optimizers.html"}
