@@ -43,7 +43,6 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -55,6 +54,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from rosetta_utils.envreport import gpu_name
 from rosetta_utils.profile import PROFILES, cuda_gpu_visible
 
+from .gpu_processes import DeviceCheckError, child_environment, last_lines, run_child
 from .page import Page, PageError
 
 #: The frameworks the device check runs: those whose current GPU builds the runner has.
@@ -77,8 +77,7 @@ BY_DESIGN = {
 }
 
 
-class DeviceCheckError(RuntimeError):
-    """A device check that cannot run here, or whose parts failed; says which and why."""
+
 
 
 @dataclass(frozen=True)
@@ -188,22 +187,6 @@ class FrameworkProbe:
     gpus: tuple[str, ...]
 
 
-def _child_environment(only: str, **extra: str) -> dict[str, str]:
-    from .one_framework import environment
-
-    env = environment(only)
-    env.pop("ROSETTA_BUILD_CACHE", None)  # the check runs every part, never a cached one
-    env.setdefault("MPLBACKEND", "Agg")
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
-
-
-def _last_lines(text: str, count: int = 20) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return "\n".join(lines[-count:])
-
-
 def probe_framework(framework: str, timeout: float = 300) -> FrameworkProbe:
     """Import ``framework`` in a process of its own (where no other framework imports) and
     ask it which GPUs it sees; a :class:`DeviceCheckError` naming it if it cannot."""
@@ -216,12 +199,12 @@ def probe_framework(framework: str, timeout: float = 300) -> FrameworkProbe:
     except BookEnvironmentError as error:
         raise DeviceCheckError(f"{framework} cannot run here: {error}") from None
     try:
-        done = subprocess.run([python, "-c", _PROBES[framework]], env=_child_environment(framework), check=False,
+        done = subprocess.run([python, "-c", _PROBES[framework]], env=child_environment(framework), check=False,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise DeviceCheckError(f"{framework} did not import within {timeout:.0f} s") from None
     if done.returncode != 0:
-        raise DeviceCheckError(f"{framework} cannot run here: importing it failed:\n{_last_lines(done.stderr, 8)}")
+        raise DeviceCheckError(f"{framework} cannot run here: importing it failed:\n{last_lines(done.stderr, 8)}")
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     return FrameworkProbe(framework, answer["versions"], tuple(answer["gpus"]))
 
@@ -305,20 +288,6 @@ class PartRun:
     seconds: float
 
 
-def _run_child(command: list[str], env: Mapping[str, str], timeout: float) -> subprocess.CompletedProcess:
-    """Run ``command`` in a process group of its own; on timeout kill the whole group (a
-    part may have started workers) and raise :class:`subprocess.TimeoutExpired`."""
-    with subprocess.Popen(command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as process:
-        try:
-            stdout, stderr = process.communicate(timeout=max(timeout, 1))
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            raise
-        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-
-
 def run_part(path: Path, framework: str, folder: Path, timeout: float) -> PartRun:
     """Run ``framework``'s part of the page (``python -m rosetta_book.gpu_check --part``)
     and read what it left in ``folder``; :class:`DeviceCheckError` if it failed."""
@@ -333,12 +302,12 @@ def run_part(path: Path, framework: str, folder: Path, timeout: float) -> PartRu
     command = [python, "-m", "rosetta_book.gpu_check", "--part", str(path), framework, str(folder)]
     started = time.monotonic()
     try:
-        done = _run_child(command, _child_environment(framework), timeout)
+        done = run_child(command, child_environment(framework), timeout)
     except subprocess.TimeoutExpired:
         raise DeviceCheckError(f"the part ran past the budget (stopped after {timeout:.0f} s)") from None
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        reason = next((line for line in reversed(lines) if "ChapterError" in line), _last_lines(done.stderr))
+        reason = next((line for line in reversed(lines) if "ChapterError" in line), last_lines(done.stderr))
         raise DeviceCheckError(f"the part failed in its own process: {reason}")
     results = load_tab_results(folder)[framework].as_dict()
     facts = json.loads((folder / f"{framework}.facts.json").read_text())
@@ -431,11 +400,11 @@ def run_comparisons(path: Path, folder: Path, timeout: float) -> Comparisons:
     with tempfile.TemporaryDirectory(prefix="rosetta-gpu-check-page-records-") as records:
         command = [sys.executable, "-m", "rosetta_book.gpu_check", "--comparisons", str(path), str(folder), str(out)]
         try:
-            done = _run_child(command, _child_environment("none", ROSETTA_RESULTS_DIR=records), timeout)
+            done = run_child(command, child_environment("none", ROSETTA_RESULTS_DIR=records), timeout)
         except subprocess.TimeoutExpired:
             return Comparisons(error=f"the comparison cells ran past the budget (stopped after {timeout:.0f} s)")
     if not out.is_file():
-        return Comparisons(error=f"the comparison cells' process failed:\n{_last_lines(done.stderr)}")
+        return Comparisons(error=f"the comparison cells' process failed:\n{last_lines(done.stderr)}")
     answer = json.loads(out.read_text())
     return Comparisons(answer["checks"], answer["error"])
 

@@ -85,7 +85,7 @@ def check_lessons(lessons: Iterable[str]) -> list[str]:
     chosen = list(lessons)
     unknown = [name for name in chosen if name not in LESSONS]
     if unknown:
-        from ..gpu_check import DeviceCheckError
+        from ..gpu_processes import DeviceCheckError
 
         raise DeviceCheckError(f"no GPU lesson named {', '.join(unknown)}: the lessons are {', '.join(LESSONS)}")
     return chosen
@@ -261,16 +261,16 @@ def _run_process(process: LessonProcess, book: Path, folder: Path, repeats: int,
                  runner: Callable[..., subprocess.CompletedProcess] | None, log: Callable[..., Any]) -> str | None:
     """Run one measuring process, logging its line per measurement; None when it completed,
     else why it did not."""
-    from ..gpu_check import _child_environment, _last_lines, _run_child
+    from ..gpu_processes import child_environment, last_lines, run_child
 
     command = process.command(book, folder, repeats, warmup, batch_limit)
     try:
-        done = (runner or _run_child)(command, _child_environment(process.framework), timeout)
+        done = (runner or run_child)(command, child_environment(process.framework), timeout)
     except subprocess.TimeoutExpired:
         return f"stopped after {timeout:.0f} s, the rest of the budget (what it measured before is kept)"
     for line in (done.stdout or "").splitlines():  # the process's line per measurement
         if line.startswith("lesson-"):
             log(f"  {line}")
     if done.returncode != 0:
-        return f"the process failed:\n{_last_lines(done.stderr)}"
+        return f"the process failed:\n{last_lines(done.stderr)}"
     return None
