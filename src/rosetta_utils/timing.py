@@ -2,6 +2,10 @@
 
 The framework's own synchronization runs inside the timed region, so that no
 asynchronous work (CUDA streams, MXNet's engine, JAX's dispatch) escapes it.
+:func:`interleave` times several alternatives by taking turns, so that a
+machine that slows down or speeds up during the run does so for all of them
+alike; each alternative's repeats come back as a :class:`Timing`, round by
+round, so that two alternatives can be compared repeat by repeat.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .backends import backend
 
@@ -27,10 +31,21 @@ class Timing:
     @property
     def spread(self) -> float:
         """Half the interquartile range: robust to the odd repeat a busy machine slows down."""
+        return self.iqr / 2
+
+    @property
+    def quartiles(self) -> tuple[float, float]:
+        """The lower and upper quartile of the repeats (both the one value, for one run)."""
         if len(self.seconds) < 2:
-            return 0.0
+            return self.seconds[0], self.seconds[0]
         lower, _, upper = statistics.quantiles(self.seconds, n=4, method="inclusive")
-        return (upper - lower) / 2
+        return lower, upper
+
+    @property
+    def iqr(self) -> float:
+        """The interquartile range: upper quartile minus lower quartile."""
+        lower, upper = self.quartiles
+        return upper - lower
 
     @property
     def best(self) -> float:
@@ -86,3 +101,44 @@ def measure(
         sync(work())
         seconds.append(time.perf_counter() - start)
     return Timing(tuple(seconds))
+
+
+def interleave(
+    turns: Mapping[str, Callable[[int], float]],
+    repeats: int,
+    *,
+    warmup: int = 1,
+    pause: float = 0.0,
+) -> dict[str, Timing]:
+    """Time alternatives by taking turns, and return each one's :class:`Timing`.
+
+    ``turns`` maps a name to ``turn(round)``, which runs that alternative once
+    and returns the seconds it measured (the turn times itself, so that it can
+    leave out what is not the work: a message to another process, say).
+    ``warmup`` rounds run every turn untimed, then ``repeats`` rounds run every
+    turn once each; each round starts one turn later than the round before, so
+    that no alternative always runs first. ``round`` counts every round from 0,
+    warm-up ones included (an epoch number, say). ``pause`` seconds pass before
+    each turn, so that threads another turn left spinning have gone idle. The
+    i-th value of every Timing comes from the same round: values of two
+    alternatives with the same index were measured side by side.
+    """
+    if not turns:
+        raise ValueError("nothing to time: no turns")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    names = list(turns)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for number in range(warmup + repeats):
+        first = number % len(names)
+        for name in names[first:] + names[:first]:
+            if pause:
+                time.sleep(pause)
+            measured = float(turns[name](number))
+            if not measured > 0:  # also refuses NaN
+                raise ValueError(f"turn {name!r} measured {measured} seconds in round {number}")
+            if number >= warmup:
+                seconds[name].append(measured)
+    return {name: Timing(tuple(values)) for name, values in seconds.items()}
