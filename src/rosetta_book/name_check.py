@@ -49,7 +49,7 @@ def undefined_names(page: Page, framework: str) -> list[UndefinedName]:
         cell = max((start for start in starts if start[0] <= (error.lineno or 1)), default=(1, 0))
         raise SyntaxError(f"{page.where(cell[1])}: {error.msg}") from None
     found = []
-    borrowed = (page.borrows[2],) if page.borrows else ()  # the name the part's opening cell sets
+    borrowed = tuple(name for _, _, name in page.borrowings)  # the names the part's opening cell sets
     for message in checker.Checker(tree, filename=str(page.path), builtins=KERNEL_BUILTINS + borrowed).messages:
         if isinstance(message, messages.UndefinedName):
             cell = max(start for start in starts if start[0] <= message.lineno)

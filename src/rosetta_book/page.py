@@ -17,10 +17,11 @@ The front matter declares the page's frameworks (``frameworks: [...]``,
 default all five) and the names each framework part leaves for the
 comparisons (``tab_results: [...]``). A page built on another page's code
 declares it (``borrows: {page: cifar10_cnn.md, until: Training, name:
-CIFAR_CODE}``): each of its framework parts then opens with a cell that sets
-``name`` to the text of the other page's part of that framework, up to the
-section ``until`` (:meth:`Page.borrowed_cell`), so that its download carries
-that code and runs where the other page is not.
+CIFAR_CODE}``, or a list of such entries for several pages): each of its
+framework parts then opens with a cell that sets each ``name`` to the text of
+its page's part of that framework, up to the section ``until``
+(:meth:`Page.borrowed_cell`), so that its download carries that code and runs
+where the other pages are not.
 """
 
 from __future__ import annotations
@@ -132,26 +133,44 @@ class Page:
 
     @property
     def borrows(self) -> tuple[Path, str, str] | None:
-        """The front matter's ``borrows``: (the other page, the section before which its code
-        stops, the name that holds it), or ``None``."""
+        """The front matter's first (or only) ``borrows`` entry: (the other page, the section
+        before which its code stops, the name that holds it), or ``None``. A page that
+        borrows from several pages lists them all in :attr:`borrowings`."""
+        borrowings = self.borrowings
+        return borrowings[0] if borrowings else None
+
+    @property
+    def borrowings(self) -> tuple[tuple[Path, str, str], ...]:
+        """Every ``borrows`` entry, in the front matter's order: ``borrows`` is one mapping
+        ``{page, until, name}`` or a list of them, each with its own name."""
         borrows = self.notebook.metadata.get("borrows")
         if borrows is None:
-            return None
-        if not isinstance(borrows, dict) or set(borrows) != {"page", "until", "name"}:
-            raise PageError(f"{self.path}: front matter 'borrows' must have exactly 'page', "
-                            f"'until' and 'name' (got {borrows!r})")
-        name = str(borrows["name"])
-        if not name.isidentifier():
-            raise PageError(f"{self.path}: front matter 'borrows': name {name!r} is not a Python name")
-        return self.path.parent / str(borrows["page"]), str(borrows["until"]), name
+            return ()
+        entries = borrows if isinstance(borrows, list) else [borrows]
+        if not entries:
+            raise PageError(f"{self.path}: front matter 'borrows' is an empty list")
+        found: list[tuple[Path, str, str]] = []
+        for entry in entries:
+            if not isinstance(entry, dict) or set(entry) != {"page", "until", "name"}:
+                raise PageError(f"{self.path}: front matter 'borrows' must have exactly 'page', "
+                                f"'until' and 'name' (got {entry!r})")
+            name = str(entry["name"])
+            if not name.isidentifier():
+                raise PageError(f"{self.path}: front matter 'borrows': name {name!r} is not a Python name")
+            if name in [taken for _, _, taken in found]:
+                raise PageError(f"{self.path}: front matter 'borrows' names {name!r} twice; give each "
+                                "borrowed code its own name")
+            found.append((self.path.parent / str(entry["page"]), str(entry["until"]), name))
+        return tuple(found)
 
     def borrowed_cell(self, framework: str) -> str | None:
-        """The cell that opens ``framework``'s part of a page that ``borrows`` another
-        page's code (see the module's note), or ``None``; the build, the downloads and
-        the chapter loader all run this same cell."""
-        if self.borrows is None:
-            return None
-        path, until, name = self.borrows
+        """The cell that opens ``framework``'s part of a page that ``borrows`` other pages'
+        code (see the module's note), or ``None``; the build, the downloads and the chapter
+        loader all run this same cell."""
+        assignments = [self._borrowed_code(framework, *borrowing) for borrowing in self.borrowings]
+        return "\n\n".join(assignments) if assignments else None
+
+    def _borrowed_code(self, framework: str, path: Path, until: str, name: str) -> str:
         other = Page.read(path)
         code = "\n\n".join(source for _, source in other.code_cells(other.framework_part(framework, until)))
         if "'''" in code:
