@@ -67,5 +67,36 @@ def test_corrupt_and_future_records_are_skipped_with_warnings_naming_file_and_li
     assert "curated/cifar10.jsonl:3:" in messages[1] and "dated in the future" in messages[1]
 
 
-def test_the_chart_has_a_panel_for_each_task_with_rates(page_on_fixtures):
-    assert page_on_fixtures["tasks"] == ["cifar10"]
+def test_each_task_has_a_table_and_a_chart(page_on_fixtures):
+    assert set(page_on_fixtures["overviews"]) == set(page_on_fixtures["figures"]) == {"cifar10", "resnet50", "imdb"}
+    for task, figure in page_on_fixtures["figures"].items():
+        assert figure.axes[0].get_title().startswith(task)
+
+
+def test_the_overview_sets_the_reference_this_build_and_the_gpu_record_side_by_side(page_on_fixtures):
+    from rosetta_utils.reference import PUBLISHED
+
+    headers, rows = page_on_fixtures["overviews"]["cifar10"]
+    assert headers[1].startswith("K80") and headers[3].startswith("this build") and headers[5].startswith("GPU")
+    pytorch = next(row for row in rows if row[0] == "pytorch")
+    k80, p100 = PUBLISHED["cifar10"].items_per_second("pytorch")
+    assert pytorch[1:3] == [f"{k80:,.1f}", f"{p100:,.1f}"]
+    assert pytorch[3] == "80.0" and pytorch[4].startswith("cpu, smoke, 2026-11-30")  # the newest of two
+    assert pytorch[5] == "40,000.0"
+    assert pytorch[6] == "cuda:0 (NVIDIA H200), full, 2026-11-30 (full profile, older commit 0123456789ab)"
+    jax = next(row for row in rows if row[0] == "jax")
+    assert jax[1:] == ["-"] * 6  # no reference figure, no record (the future-dated one is skipped)
+    heights = [patch.get_height() for patch in page_on_fixtures["figures"]["cifar10"].axes[0].patches]
+    assert 80.0 in heights and 40000.0 in heights
+
+
+def test_a_curated_record_from_a_cpu_is_no_gpu_record():
+    from rosetta_utils.results_report import ResultRow, task_overview
+
+    cpu = ResultRow("imdb", "mxnet", "cpu", "full", "curated", None, ("reviews_per_second", 9.0), None,
+                    "2026-11-30T10:00:00", "abc", "")
+    headers, rows = task_overview("imdb", [cpu], None)
+    assert next(row for row in rows if row[0] == "mxnet")[5:] == ["-", "-"]
+    gpu = ResultRow(*("imdb", "mxnet", "cuda:0", "full", "curated", None, ("reviews_per_second", 9.0), None,
+                      "2026-11-30T10:00:00", "abc", ""))
+    assert next(row for row in task_overview("imdb", [gpu], None)[1] if row[0] == "mxnet")[5] == "9.0"

@@ -162,3 +162,47 @@ def gpu_lesson_rows(task: str, config: Iterable[str], metrics: Iterable[str],
                      _versions_cell(record.get("versions")), str(record["date"])[:10],
                      label_of(record, profile, commit) or "current"])
     return headers, rows
+
+
+#: The unit of each task's rate, as the results overview names it.
+RATE_UNITS = {"cifar10": "images/s", "imdb": "reviews/s", "resnet50": "images/s"}
+
+
+def _series_cell(row: ResultRow | None) -> tuple[Any, str]:
+    """A rate and the label that says where it was measured: device, profile, date."""
+    if row is None or row.rate is None:
+        return "-", "-"
+    where = f"{row.device}, {row.profile}, {row.date[:10]}"
+    if row.label:
+        where += f" ({row.label})"
+    return f"{row.rate[1]:,.1f}", where
+
+
+def task_overview(task: str, rows: Iterable[ResultRow], published: Any = None) -> tuple[list[str], list[list[Any]]]:
+    """One task's overview table: per framework (the book's order), the reference's K80 and
+    P100 rates (``published``: its :class:`~rosetta_utils.reference.PublishedTimes`, or
+    ``None`` where it published none), this build's newest rate, and the newest curated
+    record measured on a GPU, each with its device, profile and date. ``rows`` are
+    :func:`results_rows`'s; a framework with nothing anywhere shows ``"-"``."""
+    unit = RATE_UNITS.get(task, "items/s")
+    headers = ["framework", f"K80, 2018 ({unit})", f"P100, 2018 ({unit})", f"this build ({unit})",
+               "this build: device, profile, date", f"GPU record ({unit})", "GPU record: device, profile, date"]
+    build: dict[str, ResultRow] = {}
+    gpu: dict[str, ResultRow] = {}
+    for row in rows:
+        if row.task != task or row.rate is None:
+            continue
+        if row.source == "this build":
+            chosen = build
+        elif row.source == "curated" and is_gpu_device(row.device):
+            chosen = gpu
+        else:
+            continue
+        if row.framework not in chosen or row.date > chosen[row.framework].date:
+            chosen[row.framework] = row
+    table = []
+    for framework in FRAMEWORKS:
+        k80, p100 = published.items_per_second(framework) if published is not None else (None, None)
+        table.append([framework, f"{k80:,.1f}" if k80 else "-", f"{p100:,.1f}" if p100 else "-",
+                      *_series_cell(build.get(framework)), *_series_cell(gpu.get(framework))])
+    return headers, table
