@@ -1,21 +1,25 @@
-"""The benchmark's arithmetic, its choice of the page's configuration, and its comparison
-of configurations (the timings themselves are not targets of any test)."""
+"""The benchmark's arithmetic, its plan of processes, its report, its choice of the page's
+configuration, and one real round trip through its processes (on a tiny numpy task).
+No test asserts a timing: the timings themselves are not targets of any test."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rosetta_book.bench import (TASKS, compare_configurations, compare_inference_configurations, format_report,
-                                 gru_flops, main, model_flops_per_image, page_configuration, peak_verdicts,
-                                 resnet50_flops, summarize, time_page_configurations)
+from rosetta_book.bench import (TASKS, Alternative, format_report, gru_flops, main, model_flops_per_image,
+                                page_configuration, peak_targets, resnet50_flops, resolve_task, summarize)
 from rosetta_book.bench.peak import measure_matmul_flops
-from rosetta_book.bench.tasks import Task
+from rosetta_book.bench.report import TARGET_RATIO
+from rosetta_book.bench.run import BenchmarkError, installed_frameworks, plan_groups, run_task
+from rosetta_book.bench.tasks import FRAMEWORK_ORDER
+from rosetta_book.bench.tiny import FLOP_PER_ITEM, TINY
 from rosetta_book.chapter import load_chapter
 
 from conftest import IN_PROCESS, smoke_offline
 
 ROOT = Path(__file__).parents[1]
+TINY_SPEC = "rosetta_book.bench.tiny:TINY"
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +39,7 @@ def test_cifar10_model_flops_are_the_pages_and_match_a_hand_count(declared):
     by_hand = 2 * (32 * 32 * 50 * 3 * 9 + 32 * 32 * 50 * 50 * 9 + 16 * 16 * 100 * 50 * 9
                    + 16 * 16 * 100 * 100 * 9 + 6400 * 512 + 512 * 10)
     assert model_flops_per_image("cifar10", declared["cifar10"]) == by_hand == 124_528_640
+    assert TASKS["cifar10"].flops_per_item(declared["cifar10"]) == by_hand
     assert declared["cifar10"]["PARAMETERS"] == 3_441_592
     with pytest.raises(ValueError, match="no FLOP count for task 'mnist'"):
         model_flops_per_image("mnist", {})
@@ -60,73 +65,207 @@ def test_resnet50_flops_tell_the_variants_apart_and_take_the_pages_image_side(de
         model_flops_per_image("resnet50", {"images": np.zeros((2, 3, 224, 200))})
 
 
-def test_the_pages_configuration_is_the_alternative_its_builder_defaults_to():
+# --- the tasks: every setting tried, with why --------------------------------------------
+
+def test_every_task_lists_settings_with_reasons_for_all_five():
+    for task in TASKS.values():
+        assert tuple(task.alternatives) == FRAMEWORK_ORDER, task.name
+        for framework, alternatives in task.alternatives.items():
+            where = f"{task.name} ({framework})"
+            assert all(alternative.why for alternative in alternatives.values()), where
+            assert all(alternative.dropped is None or alternative.dropped for alternative in alternatives.values())
+            timed = {name: a for name, a in alternatives.items() if not a.dropped}
+            # the page's environment has at least one timed configuration (the page's)
+            assert any(not alternative.env for alternative in timed.values()), where
+            # a dropped setting is not timed, so it names neither options nor environment
+            assert all(not a.options and not a.env for a in alternatives.values() if a.dropped), where
+    # the wider search: every framework but Chainer tries more than the page's layouts and
+    # compilers, in processes of their own (thread counts, engines, oneDNN switches)
+    for framework in FRAMEWORK_ORDER:
+        assert any(a.env for a in TASKS["imdb"].alternatives[framework].values()), framework
+
+
+def test_the_pages_configuration_is_the_alternative_its_builder_defaults_to_in_its_own_environment():
     def make_training(dropout=0.5, channels_last=True):
         pass
 
-    alternatives = {"NCHW": {"channels_last": False}, "NHWC": {"channels_last": True}}
-    assert page_configuration(make_training, alternatives) == "NHWC"
+    alternatives = {
+        "NHWC, 1 thread": Alternative({"channels_last": True}, "one thread", env={"OMP_NUM_THREADS": "1"}),
+        "NCHW": Alternative({"channels_last": False}, "default layout"),
+        "fused": Alternative(why="one kernel", dropped="the builder has no option"),
+        "NHWC": Alternative({"channels_last": True}, "oneDNN's layout"),
+    }
+    assert page_configuration(make_training, alternatives) == "NHWC"  # not the one with an environment
     with pytest.raises(ValueError, match=r"defaults \{'channels_last': True\} are none of"):
-        page_configuration(make_training, {"NCHW": {"channels_last": False}})
+        page_configuration(make_training, {"NCHW": Alternative({"channels_last": False}, "x")})
     with pytest.raises(ValueError, match="takes no option 'jit'"):
-        page_configuration(make_training, {"jit": {"jit": True}})
+        page_configuration(make_training, {"jit": Alternative({"jit": True}, "x")})
+    with pytest.raises(ValueError, match="none of"):  # only environments: no page configuration
+        page_configuration(make_training, {"one thread": Alternative({}, "x", env={"OMP_NUM_THREADS": "1"})})
+    with pytest.raises(ValueError, match="none of"):  # nor another batch size
+        page_configuration(make_training, {"half batch": Alternative({}, "x", batch_factor=0.5)})
 
 
-def test_every_task_lists_alternatives_for_all_five():
-    for task in TASKS.values():
-        assert list(task.alternatives) == ["pytorch", "tensorflow", "jax", "mxnet", "chainer"], task.name
+def test_feature_extraction_takes_the_pages_batch_or_a_multiple_of_it_and_training_only_the_pages():
+    namespace = {"images": np.arange(96), "BATCH": 32}
+    resnet50 = TASKS["resnet50"]
+    assert len(resnet50.inputs(namespace)[0]) == 32
+    assert len(resnet50.inputs(namespace, 0.5)[0]) == 16 and len(resnet50.inputs(namespace, 2.0)[0]) == 64
+    with pytest.raises(ValueError, match="a batch of 128 .* needs 1 to 96 images"):
+        resnet50.inputs(namespace, 4.0)
+    with pytest.raises(ValueError, match="only feature extraction"):
+        TASKS["cifar10"].inputs({}, 2.0)
+    assert all(a.batch_factor == 1.0 for task in ("cifar10", "imdb") for alternatives in
+               TASKS[task].alternatives.values() for a in alternatives.values())
 
 
-def test_compare_configurations_builds_all_then_takes_turns(monkeypatch):
-    calls = []
-
-    def make_training(tag="a"):
-        calls.append(f"build {tag}")
-        return object(), (lambda x, y: calls.append(tag)), (lambda images, labels: (images, labels))
-
-    monkeypatch.setattr("rosetta_utils.backends.pytorch.synchronize", lambda value=None: None)
-    timings = compare_configurations(make_training, {"a": {"tag": "a"}, "b": {"tag": "b"}}, "pytorch",
-                                     np.ones(1), np.ones(1), warmup=1, repeats=3)
-    assert calls == ["build a", "a", "build b", "b"] + ["a", "b"] * 3  # warm-up with the build, then rounds
-    assert all(len(timing.seconds) == 3 for timing in timings.values())
-    with pytest.raises(ValueError, match="repeats >= 1"):
-        compare_configurations(make_training, {"a": {}}, "pytorch", np.ones(1), np.ones(1), repeats=0)
+def test_tasks_resolve_by_name_or_module_attribute():
+    assert resolve_task("imdb") is TASKS["imdb"]
+    assert resolve_task(TINY_SPEC) is TINY
+    assert resolve_task(TINY) is TINY
+    with pytest.raises(KeyError, match="no benchmark task 'mnist'"):
+        resolve_task("mnist")
+    with pytest.raises(TypeError, match="not a benchmark Task"):
+        resolve_task("rosetta_book.bench.tiny:FLOP_PER_ITEM")
 
 
-def test_compare_inference_configurations_takes_turns(monkeypatch):
-    calls = []
+# --- the plan: processes by framework and environment ------------------------------------
 
-    def make_model(scale=1):
-        return object(), (lambda images: calls.append(scale) or images * scale)
+def test_plan_groups_splits_by_environment_and_skips_what_is_dropped():
+    groups = plan_groups(TINY, ("pytorch",), peak_frameworks=("pytorch", "jax"))
+    assert [(g.framework, g.env, g.names, g.peak) for g in groups] == [
+        ("pytorch", {}, ["page", "scale 2"], True),  # the page's environment first; it times the peak
+        ("pytorch", {"OMP_NUM_THREADS": "1"}, ["page, 1 thread"], False),
+        ("jax", {}, [], True),  # not benchmarked: only its matrix products, for the peak
+    ]
+    assert groups[1].label == "pytorch (OMP_NUM_THREADS=1)" and groups[0].label == "pytorch (the page environment)"
 
-    monkeypatch.setattr("rosetta_utils.backends.jax.synchronize", lambda value=None: None)
-    timings = compare_inference_configurations(make_model, {"one": {"scale": 1}, "two": {"scale": 2}}, "jax",
-                                               np.ones(2), warmup=1, repeats=2)
-    assert calls == [1, 2, 1, 2, 1, 2] and set(timings) == {"one", "two"}
+
+def test_plan_groups_covers_every_timed_setting_of_a_real_task_once():
+    frameworks = ("pytorch", "mxnet")
+    groups = plan_groups("imdb", frameworks)
+    for framework in frameworks:
+        mine = [g for g in groups if g.framework == framework]
+        assert not mine[0].env and mine[0].peak and not any(g.peak for g in mine[1:])
+        assert len({tuple(sorted(g.env.items())) for g in mine}) == len(mine)
+        planned = sorted(name for g in mine for name in g.names)
+        timed = sorted(n for n, a in TASKS["imdb"].alternatives[framework].items() if not a.dropped)
+        assert planned == timed
+        for group in mine:
+            assert all(dict(TASKS["imdb"].alternatives[framework][n].env) == group.env for n in group.names)
 
 
-def test_imdb_times_a_training_step_on_the_pages_token_ids_and_lengths(monkeypatch):
-    from types import SimpleNamespace
+# --- the report ------------------------------------------------------------------------
 
-    seen = []
+def measured(seconds, items=64, *, defaults=False, env=None, first_result=0.5):
+    return {"seconds": seconds, "items": items, "defaults": defaults, "env": env or {},
+            "first_result": first_result, "build_seconds": 1.0}
 
-    def make_training(optimizer="adam", readout="gather"):
-        def to_device(reviews, labels):
-            seen.append((readout, reviews[0].shape, reviews[1].tolist(), labels.tolist()))
-            return reviews, labels
 
-        return object(), (lambda x, y: None), to_device
+def raw_run(task, frameworks, matmul_seconds, flops_per_item):
+    return {"task": task, "rounds": 3, "warmup": 1, "steps": 4, "pause": 0.0, "matmul_size": 1000,
+            "matmul_seconds": matmul_seconds, "started": "2026-12-02 09:00:00 UTC", "wall_seconds": 12.0,
+            "load_average": {"before": [1.0, 1.0, 1.0], "after": [2.0, 2.0, 2.0]},
+            "frameworks": {name: {"alternatives": alternatives, "data": "synthetic stand-in",
+                                  "flops_per_item": flops_per_item} for name, alternatives in frameworks.items()}}
 
-    data = SimpleNamespace(x_train=np.arange(40).reshape(10, 4), len_train=np.arange(1, 11), y_train=np.arange(10) % 2)
-    namespace = {"make_training": make_training, "data": data,
-                 "epoch_batches": lambda epoch: np.array([[3, 1, 4], [5, 9, 2]])}
-    task = Task("imdb", "page.md", "make_training", True,
-                {"pytorch": {"gather": {"readout": "gather"}, "packed": {"readout": "packed"}}})
-    monkeypatch.setattr("rosetta_utils.backends.pytorch.synchronize", lambda value=None: None)
-    page_name, results = time_page_configurations(task, namespace, "pytorch", repeats=2)
-    assert page_name == "gather" and set(results) == {"gather", "packed"}
-    assert all(items == 3 for _, items in results.values())
-    assert seen == [("gather", (3, 4), [4, 2, 5], [1, 1, 0]), ("packed", (3, 4), [4, 2, 5], [1, 1, 0])]
+
+CIFAR_RUN = raw_run("cifar10", {
+    "jax": {"jit": measured([0.3, 0.3, 0.3], defaults=True), "no jit": measured([0.2, 0.2, 0.2]),
+            "jit, 1 thread": measured([0.25, 0.25, 0.25], defaults=True, env={"XLA_FLAGS": "x"})},
+    "pytorch": {"NHWC (channels_last)": measured([0.105, 0.1, 0.11], defaults=True),
+                "NCHW": measured([0.1, 0.1, 0.1])},
+}, {"numpy (its BLAS)": [0.02, 0.02, 0.02], "torch.mm": [0.01, 0.012, 0.01], "jax.numpy.dot (XLA)": [0.04] * 3},
+    124_528_640)
+
+
+def test_the_summary_takes_the_peak_over_every_path_and_flags_a_missed_target():
+    report = summarize(CIFAR_RUN, "smoke")
+    assert report["peak_path"] == "torch.mm" and report["peak_flops"] == pytest.approx(2 * 1000**3 / 0.01)
+    assert report["model_flops_per_item"] == 3 * 124_528_640  # a training step: 3 forward passes
+    jax = report["frameworks"]["jax"]
+    # the page is the builder's defaults in the page's own environment, not the 1-thread process
+    assert jax["page_configuration"] == "jit" and jax["fastest_configuration"] == "no jit"
+    assert jax["ratio"] == pytest.approx(1.5) and not jax["meets_target"]
+    torch = report["frameworks"]["pytorch"]
+    assert torch["ratio"] == pytest.approx(1.05) and torch["meets_target"] and torch["ratio"] <= TARGET_RATIO
+    assert torch["not_timed"] == {name: a.dropped for name, a in TASKS["cifar10"].alternatives["pytorch"].items()
+                                  if a.dropped}
+    share = 3 * 124_528_640 * 64 / 0.1 / report["peak_flops"]
+    assert torch["configurations"]["NCHW"]["fraction_of_peak"] == pytest.approx(share)
+    assert report["fastest_framework"]["framework"] == "pytorch"
+    assert report["fastest_framework"]["configuration"] == "NCHW"
+    assert report["fastest_framework"]["fraction_of_peak"] == pytest.approx(share)
+    assert "peak_targets" not in report  # ResNet-50's only
+    text = format_report(report)
+    assert "jax: page / fastest = 1.50 (MISSES the target; page: jit; fastest: no jit)" in text
+    assert "pytorch: page / fastest = 1.05 (meets the target" in text
+    assert "jit *" in text and f"fastest framework: pytorch (NCHW), {share:.1%} of peak" in text
+    assert "peak: " in text and "(torch.mm)" in text and "fused Adam/SGD kernels" in text and "not timed" in text
+
+
+def test_the_summary_refuses_parts_that_disagree_or_a_run_without_the_page():
+    mxnet = {"alternatives": {"hybridized": measured([0.1], defaults=True)}, "data": "x", "flops_per_item": 1}
+    different = {**CIFAR_RUN, "frameworks": {**CIFAR_RUN["frameworks"], "mxnet": mxnet}}
+    with pytest.raises(ValueError, match="parts declare different model sizes"):
+        summarize(different, "smoke")
+    pageless = raw_run("cifar10", {"jax": {"no jit": measured([0.2])}}, {"numpy (its BLAS)": [0.02]}, 1)
+    with pytest.raises(ValueError, match="the page's configuration .* is not among"):
+        summarize(pageless, "smoke")
+
+
+def test_a_configuration_that_computes_another_result_is_never_the_fastest():
+    run = raw_run("imdb", {"pytorch": {
+        "nn.GRU time-major, gather": measured([0.1] * 3, defaults=True, first_result=0.69),
+        "nn.GRU batch-first, packed": measured([0.05] * 3, first_result=0.70),  # another loss
+        "nn.GRU batch-first, gather": measured([0.09] * 3, first_result=0.69),
+    }}, {"numpy (its BLAS)": [0.02] * 3}, 20_250_400)
+    report = summarize(run, "smoke")
+    result = report["frameworks"]["pytorch"]
+    assert result["other_results"] == ["nn.GRU batch-first, packed"]
+    assert result["fastest_configuration"] == "nn.GRU batch-first, gather"
+    assert result["ratio"] == pytest.approx(0.1 / 0.09)
+    assert "OTHER RESULT" in format_report(report)
+
+
+def test_resnet50_reports_the_peak_targets_of_the_leader_and_the_three():
+    assert peak_targets({"mxnet": 0.86, "pytorch": 0.70, "jax": 0.80, "chainer": 0.2}, "mxnet") == {
+        "mxnet": {"share": 0.86, "target": 0.85, "meets": True},
+        "pytorch": {"share": 0.70, "target": 0.75, "meets": False},
+        "jax": {"share": 0.80, "target": 0.75, "meets": True},
+        "chainer": {"share": 0.2, "target": None, "meets": None},
+    }
+    assert peak_targets({"pytorch": 0.8}, "pytorch")["pytorch"] == {"share": 0.8, "target": 0.85, "meets": False}
+    flops = resnet50_flops("v1")
+    run = raw_run("resnet50", {
+        "mxnet": {"hybridized, oneDNN fusion": measured([0.4] * 3, items=32, defaults=True)},
+        "pytorch": {"NHWC, torch.compile": measured([0.6] * 3, items=32, defaults=True)},
+    }, {"numpy (its BLAS)": [0.01] * 3}, flops)
+    run["steps"] = 1
+    report = summarize(run, "smoke")
+    assert report["model_flops_per_item"] == flops  # inference: one forward pass
+    peak = 2 * 1000**3 / 0.01
+    assert report["peak_targets"]["mxnet"]["target"] == 0.85
+    assert report["peak_targets"]["mxnet"]["share"] == pytest.approx(flops * 32 / 0.4 / peak)
+    assert report["peak_targets"]["pytorch"]["target"] == 0.75
+    text = format_report(report)
+    assert "fastest framework: mxnet (hybridized, oneDNN fusion)" in text
+    assert "pytorch: the page's configuration at the page's batch reaches" in text and "ms/call" in text
+
+
+# --- the command line --------------------------------------------------------------------
+
+def test_the_command_line_knows_its_tasks_and_refuses_others(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mnist"])
+    assert exit_info.value.code == 2 and "invalid choice: 'mnist'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["imdb", "--rounds", "0"])
+    assert exit_info.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0 and "imdb" in out and "--rounds" in out and "--build" not in out
 
 
 def test_numpy_has_a_matmul_path():
@@ -134,36 +273,38 @@ def test_numpy_has_a_matmul_path():
     assert list(rates) == ["numpy (its BLAS)"] and rates["numpy (its BLAS)"] > 0
 
 
-def test_the_summary_takes_the_peak_over_every_path_and_flags_a_missed_target():
-    measured = {"jax": {
-        "page_configuration": "jit", "data": "stand-in", "flops_per_item": 124_528_640,
-        "matmul_flops": {"jax.numpy.dot (XLA)": 2e11},
-        "timings": {"jit": {"seconds": [0.3, 0.3], "items": 64}, "no jit": {"seconds": [0.2, 0.2], "items": 64}},
-    }}
-    report = summarize("cifar10", measured, {"numpy (its BLAS)": 1e11})
-    assert report["peak_flops"] == 2e11
-    result = report["frameworks"]["jax"]
-    assert result["fastest_configuration"] == "no jit" and result["ratio"] == pytest.approx(1.5)
-    assert report["model_flops_per_item"] == 3 * 124_528_640  # a training step
-    text = format_report(report)
-    assert "jax: page / fastest = 1.50 (MISSES the target" in text and "jit *" in text
-    other = {**measured["jax"], "flops_per_item": 1}
-    with pytest.raises(ValueError, match="parts declare different model sizes"):
-        summarize("cifar10", {"jax": measured["jax"], "pytorch": other}, {})
+# --- one real round trip through the benchmark's processes ---------------------------------
+
+needs_pytorch = pytest.mark.skipif("pytorch" not in installed_frameworks(),
+                                   reason="the tiny task's processes run in PyTorch's environment")
 
 
-def test_resnet50_peak_targets_name_the_leader_and_spare_chainer():
-    assert peak_verdicts({"mxnet": 0.85, "jax": 0.45, "chainer": 0.2}) == [
-        "mxnet: 85.0% of peak at best (meets 80%)",
-        "jax: 45.0% of peak at best (MISSES 50%)",
-        "chainer: 20.0% of peak at best (no target)",
-    ]
+@needs_pytorch
+def test_a_tiny_task_runs_through_the_real_processes_in_their_environments(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    lines = []
+    raw = run_task(TINY_SPEC, ("pytorch",), rounds=2, warmup=1, steps=3, pause=0.0, matmul_size=32,
+                   log=lines.append)
+    assert raw["task"] == TINY_SPEC and raw["rounds"] == 2 and raw["matmul_size"] == 32
+    alternatives = raw["frameworks"]["pytorch"]["alternatives"]
+    assert set(alternatives) == {"page", "scale 2", "page, 1 thread"}  # the dropped one is not timed
+    assert all(len(a["seconds"]) == 2 and a["items"] == 3 * 4 for a in alternatives.values())
+    # the environment reached its own process only (the step returns its OMP_NUM_THREADS)
+    assert alternatives["page, 1 thread"]["first_result"] == 1.0 and alternatives["page"]["first_result"] == 0.0
+    assert alternatives["page, 1 thread"]["env"] == {"OMP_NUM_THREADS": "1"}
+    assert alternatives["page"]["defaults"] and not alternatives["scale 2"]["defaults"]
+    assert {"numpy (its BLAS)", "torch.mm"} <= set(raw["matmul_seconds"])
+    assert all(len(values) == 2 for values in raw["matmul_seconds"].values())
+    assert raw["frameworks"]["pytorch"]["flops_per_item"] == FLOP_PER_ITEM
+    assert any("round 2/2 done" in line for line in lines)
+    report = summarize(raw, "smoke")
+    assert report["frameworks"]["pytorch"]["page_configuration"] == "page"
+    assert report["fastest_framework"]["framework"] == "pytorch"
+    assert "pytorch: page / fastest = " in format_report(report)
 
 
-def test_the_command_line_knows_its_tasks_and_refuses_others(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["mnist"])
-    assert exit_info.value.code == 2 and "invalid choice: 'mnist'" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--help"])
-    assert exit_info.value.code == 0 and "imdb" in capsys.readouterr().out
+@needs_pytorch
+def test_a_failing_process_names_its_framework_and_cause():
+    with pytest.raises(BenchmarkError, match=r"(?s)pytorch \(the page environment\) failed.*takes no option 'nope'"):
+        run_task("rosetta_book.bench.tiny:BROKEN", ("pytorch",), rounds=1, warmup=1, steps=1, pause=0.0,
+                 matmul_size=32, log=lambda line: None)

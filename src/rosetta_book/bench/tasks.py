@@ -1,22 +1,51 @@
-"""What the benchmark times for each task: the page, its builder, and each framework's
-alternatives to the configuration the page recommends.
+"""What the benchmark times for each task: the page, its builder, and every setting tried.
 
 A page's builder (``make_training`` for the training tasks, ``make_resnet50``
 for feature extraction) takes the options below as keyword arguments; its
-defaults are the configuration the page shows, the one it recommends for the
-device it runs on. The benchmark calls that same builder with each
-alternative's arguments, so an alternative is the page's code with other
-options, never a copy of it. The page's own configuration is found among the
-alternatives by comparing them with the builder's defaults.
+defaults are the configuration the page shows. The benchmark calls that same
+builder with each alternative's options, so an alternative is the page's code
+with other options, never a copy of it; the page's own configuration is the
+alternative whose options are the builder's defaults and which needs no
+process environment of its own.
+
+Some settings are read once, when a framework starts (thread counts, oneDNN
+switches, MXNet's engine and graph backend, Chainer's type checks): an
+alternative names them in ``env`` and runs in a process of its own with those
+variables set (:mod:`rosetta_book.bench.run`); its ``options`` are usually
+the page's own (``{}``: the builder's defaults).
+
+Every setting tried is listed with what it tries (``why``). A setting that
+is not timed says why in ``dropped``: it computes something else, it is not
+possible here, or the page's builder has no option for it yet (a change to
+the page, which the benchmark then times like any other option).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
-Alternatives = Mapping[str, Mapping[str, Mapping[str, Any]]]  # framework -> name -> builder options
+#: The frameworks every task lists, in the book's order.
+FRAMEWORK_ORDER = ("pytorch", "tensorflow", "jax", "mxnet", "chainer")
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One way to run a page's model: builder options, process environment, and why."""
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+    why: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    dropped: str | None = None  # why it is not timed; None: it is
+    # feature extraction only: the page's batch times this (the same work per image,
+    # in other batch sizes); never the page's configuration unless 1
+    batch_factor: float = 1.0
+
+
+Alternatives = Mapping[str, Mapping[str, Alternative]]  # framework -> name -> alternative
 
 
 @dataclass(frozen=True)
@@ -27,12 +56,41 @@ class Task:
     training: bool  # a training step (3 forward passes of work) rather than inference
     alternatives: Alternatives = field(default_factory=dict)
     stop_before: str = "Training"  # the section before which the benchmark stops loading the page
+    # per framework: what stops it short of a target, when the search found nothing better
+    limits: Mapping[str, str] = field(default_factory=dict)
 
-    def inputs(self, namespace: Mapping[str, Any]) -> tuple[Any, ...]:
+    def load(self, framework: str, root: Path) -> dict[str, Any]:
+        """The page's ``framework`` part up to :attr:`stop_before` (its Setup, Data and
+        Model), run through the chapter loader: the builder, the data, the sizes."""
+        from ..chapter import load_chapter
+
+        return load_chapter(root / self.page, framework, until=self.stop_before)
+
+    def flops_per_item(self, namespace: Mapping[str, Any]) -> int:
+        """Model FLOP of one example's forward pass, from the page's declared sizes."""
+        from .flops import model_flops_per_image
+
+        return model_flops_per_image(self.name, namespace)
+
+    def synchronize(self, framework: str) -> Callable[[Any], None]:
+        """What waits for ``framework`` to finish the work queued (asynchronous dispatch)."""
+        from rosetta_utils.backends import backend
+
+        return backend(framework).synchronize
+
+    def inputs(self, namespace: Mapping[str, Any], batch_factor: float = 1.0) -> tuple[Any, ...]:
         """The page's own first batch: ``(inputs, labels)`` for a training step, ``(images,)``
-        for feature extraction; sizes come from the page (its BATCH, its data)."""
+        for feature extraction; sizes come from the page (its BATCH, its data).
+        ``batch_factor`` scales the page's batch (feature extraction only)."""
         if self.name == "resnet50":
-            return (namespace["images"][: namespace["BATCH"]],)
+            size = round(namespace["BATCH"] * batch_factor)
+            images = namespace["images"]
+            if not 0 < size <= len(images):
+                raise ValueError(f"{self.page}: a batch of {size} ({batch_factor} x BATCH) needs 1 to "
+                                 f"{len(images)} images, the page's")
+            return (images[:size],)
+        if batch_factor != 1.0:
+            raise ValueError(f"{self.name}: only feature extraction times other batch sizes")
         batch = namespace["epoch_batches"](1)[0]
         data = namespace["data"]
         if self.name == "imdb":  # the page's to_device takes (token ids, valid lengths)
@@ -40,79 +98,226 @@ class Task:
         return data.x_train[batch], data.y_train[batch]
 
 
+def needs_option(option: str, what: str) -> str:
+    """The reason for a setting that the page's builder cannot take yet."""
+    return f"the page's builder has no {option!r} option yet ({what}); add it to the page to time it"
+
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+ONE_THREAD_WHY = ("one OpenMP thread: a small step's kernels may not pay for the second core's "
+                  "start and synchronisation")
+#: TensorFlow's own thread pools (read at start): one operation at a time, each on every core.
+TF_ONE_INTEROP = {"TF_NUM_INTEROP_THREADS": "1"}
+TF_ONE_INTEROP_WHY = ("one inter-op thread: operations run one after another, each using both cores, "
+                      "instead of competing for them")
+TF_NO_ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+TF_NO_ONEDNN_WHY = "TensorFlow's Eigen kernels instead of oneDNN's (TF_ENABLE_ONEDNN_OPTS=0)"
+XLA_ONE_THREAD = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+XLA_ONE_THREAD_WHY = "XLA's CPU code on one thread (its documented flags for the thread pool)"
+MX_NAIVE = {"MXNET_ENGINE_TYPE": "NaiveEngine"}
+MX_NAIVE_WHY = ("MXNet's synchronous engine: no dependency scheduling between operators, which "
+                "costs most on many small ones")
+MX_SUBGRAPH = {"MXNET_SUBGRAPH_BACKEND": "MKLDNN"}
+MX_SUBGRAPH_WHY = "oneDNN's graph fusion of the hybridized graph, switched on for every graph"
+CHAINER_NO_CHECK = {"CHAINER_TYPE_CHECK": "0"}
+CHAINER_NO_CHECK_WHY = "Chainer without its per-call type checks (documented as a speed setting)"
+CHAINER_IDEEP_WHY = ("not possible here: Chainer's oneDNN path (chainer.config.use_ideep='auto') needs "
+                     "the ideep4py package, which no package index here offers for Python 3.11")
+HALF_BATCH_WHY = "the page's configuration on half the page's batch (the same work per image)"
+DOUBLE_BATCH_WHY = "the page's configuration on twice the page's batch (the same work per image)"
+TORCH_FUSED_ADAM = needs_option("fused_optimizer", "torch.optim's fused or foreach update kernels")
+TORCH_COMPILE_STEP = needs_option("compile", "torch.compile of the training step")
+JAX_DONATE = needs_option("donate", "buffer donation of the parameters and optimizer state to the step")
+MX_STATIC_SHAPE = needs_option("static_shape", "hybridize(static_alloc=True, static_shape=True)")
+
 TASKS = {
     "cifar10": Task("cifar10", "book/chapters/cifar10_cnn.md", "make_training", True, {
-        "pytorch": {"NCHW": {"channels_last": False}, "NHWC (channels_last)": {"channels_last": True}},
-        "tensorflow": {"XLA off": {"jit_compile": False}, "XLA on": {"jit_compile": True}},
-        "jax": {"no jit": {"jit": False}, "jit": {"jit": True}},
-        "mxnet": {"imperative": {"hybridize": False}, "hybridized": {"hybridize": True}},
-        "chainer": {"numpy (only path)": {}},
+        "pytorch": {
+            "NHWC (channels_last)": Alternative({"channels_last": True}, "oneDNN's native layout"),
+            "NCHW": Alternative({"channels_last": False}, "PyTorch's default layout"),
+            "NHWC, 1 thread": Alternative({"channels_last": True}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "fused Adam/SGD kernels": Alternative(why="one kernel for the whole update",
+                                                  dropped=TORCH_FUSED_ADAM),
+            "torch.compile step": Alternative(why="the step compiled by Inductor", dropped=TORCH_COMPILE_STEP),
+        },
+        "tensorflow": {
+            "XLA off": Alternative({"jit_compile": False}, "TensorFlow's own kernels (oneDNN)"),
+            "XLA on": Alternative({"jit_compile": True}, "the step compiled by XLA"),
+            "XLA off, 1 inter-op thread": Alternative({"jit_compile": False}, TF_ONE_INTEROP_WHY,
+                                                      env=TF_ONE_INTEROP),
+            "XLA off, without oneDNN": Alternative({"jit_compile": False}, TF_NO_ONEDNN_WHY, env=TF_NO_ONEDNN),
+        },
+        "jax": {
+            "jit": Alternative({"jit": True}, "the step compiled by XLA"),
+            "no jit": Alternative({"jit": False}, "operation by operation"),
+            "jit, 1 thread": Alternative({"jit": True}, XLA_ONE_THREAD_WHY, env=XLA_ONE_THREAD),
+            "jit, donated buffers": Alternative(why="updates in place, no copy of the state",
+                                                dropped=JAX_DONATE),
+        },
+        "mxnet": {
+            "hybridized": Alternative({"hybridize": True}, "a static graph"),
+            "imperative": Alternative({"hybridize": False}, "operator by operator"),
+            "hybridized, 1 thread": Alternative({"hybridize": True}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "hybridized, NaiveEngine": Alternative({"hybridize": True}, MX_NAIVE_WHY, env=MX_NAIVE),
+            "hybridized, oneDNN fusion": Alternative({"hybridize": True}, MX_SUBGRAPH_WHY, env=MX_SUBGRAPH),
+            "hybridized, static shapes": Alternative(why="a graph planned once for the fixed batch",
+                                                     dropped=MX_STATIC_SHAPE),
+        },
+        "chainer": {
+            "numpy (only path)": Alternative({}, "Chainer's one CPU path (numpy)"),
+            "numpy, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "numpy, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
+            "iDeep (oneDNN)": Alternative(why="oneDNN's convolutions", dropped=CHAINER_IDEEP_WHY),
+        },
     }),
     "imdb": Task("imdb", "book/chapters/imdb_gru.md", "make_training", True, {
         "pytorch": {
-            "nn.GRU batch-first, gather": {"fused": True, "batch_first": True, "readout": "gather"},
-            "nn.GRU time-major, gather": {"fused": True, "batch_first": False, "readout": "gather"},
-            "nn.GRU batch-first, packed": {"fused": True, "batch_first": True, "readout": "packed"},
-            "GRUCell loop, time-major": {"fused": False, "batch_first": False, "readout": "gather"},
+            "nn.GRU time-major, gather": Alternative(
+                {"fused": True, "batch_first": False, "readout": "gather"}, "nn.GRU's own layout"),
+            "nn.GRU batch-first, gather": Alternative(
+                {"fused": True, "batch_first": True, "readout": "gather"}, "no transpose of the ids"),
+            "nn.GRU batch-first, packed": Alternative(
+                {"fused": True, "batch_first": True, "readout": "packed"}, "the kernel skips the padding"),
+            "GRUCell loop, time-major": Alternative(
+                {"fused": False, "batch_first": False, "readout": "gather"}, "a Python loop over the cell"),
+            "nn.GRU time-major, gather, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "step 150 readout": Alternative(
+                why="no gather", dropped="other computation: reads the state after the padding"),
+            "fused Adam kernel": Alternative(why="one kernel for the whole update", dropped=TORCH_FUSED_ADAM),
         },
         "tensorflow": {
-            "GRU with mask, XLA off": {"readout": "mask", "jit_compile": False},
-            "GRU with mask, XLA on": {"readout": "mask", "jit_compile": True},
-            "GRU sequences, gather, XLA off": {"readout": "gather", "jit_compile": False},
-            "GRU sequences, gather, XLA on": {"readout": "gather", "jit_compile": True},
+            "GRU with mask, XLA off": Alternative({"readout": "mask", "jit_compile": False},
+                                                  "Keras's masked GRU, TensorFlow's kernels"),
+            "GRU with mask, XLA on": Alternative({"readout": "mask", "jit_compile": True},
+                                                 "the masked step compiled by XLA"),
+            "GRU sequences, gather, XLA off": Alternative({"readout": "gather", "jit_compile": False},
+                                                          "every step's state, the last valid one gathered"),
+            "GRU sequences, gather, XLA on": Alternative({"readout": "gather", "jit_compile": True},
+                                                         "the gathering step compiled by XLA"),
+            "GRU with mask, 1 inter-op thread": Alternative({}, TF_ONE_INTEROP_WHY, env=TF_ONE_INTEROP),
+            "GRU with mask, without oneDNN": Alternative({}, TF_NO_ONEDNN_WHY, env=TF_NO_ONEDNN),
         },
         "jax": {
-            "nnx.RNN seq_lengths, jit": {"readout": "seq_lengths", "time_major": False, "jit": True},
-            "nnx.RNN gather, jit": {"readout": "gather", "time_major": False, "jit": True},
-            "nnx.RNN time-major, gather, jit": {"readout": "gather", "time_major": True, "jit": True},
-            "nnx.RNN seq_lengths, no jit": {"readout": "seq_lengths", "time_major": False, "jit": False},
+            "nnx.RNN seq_lengths, jit": Alternative(
+                {"readout": "seq_lengths", "time_major": False, "jit": True}, "nnx.RNN stops at each length"),
+            "nnx.RNN gather, jit": Alternative({"readout": "gather", "time_major": False, "jit": True},
+                                               "every state, the last valid one gathered"),
+            "nnx.RNN time-major, gather, jit": Alternative(
+                {"readout": "gather", "time_major": True, "jit": True}, "the scan over the leading axis"),
+            "nnx.RNN seq_lengths, no jit": Alternative(
+                {"readout": "seq_lengths", "time_major": False, "jit": False}, "operation by operation"),
+            "nnx.RNN seq_lengths, jit, 1 thread": Alternative({}, XLA_ONE_THREAD_WHY, env=XLA_ONE_THREAD),
+            "jit, donated buffers": Alternative(why="updates in place, no copy of the state",
+                                                dropped=JAX_DONATE),
         },
         "mxnet": {
-            "fused GRU TNC, hybridized": {"fused": True, "layout": "TNC", "hybridize": True},
-            "fused GRU NTC, hybridized": {"fused": True, "layout": "NTC", "hybridize": True},
-            "fused GRU TNC, imperative": {"fused": True, "layout": "TNC", "hybridize": False},
-            "GRUCell unroll TNC, hybridized": {"fused": False, "layout": "TNC", "hybridize": True},
+            "fused GRU TNC, hybridized": Alternative({"fused": True, "layout": "TNC", "hybridize": True},
+                                                     "the fused GRU in a static graph (static_alloc)"),
+            "fused GRU NTC, hybridized": Alternative({"fused": True, "layout": "NTC", "hybridize": True},
+                                                     "batch-major input"),
+            "fused GRU TNC, imperative": Alternative({"fused": True, "layout": "TNC", "hybridize": False},
+                                                     "operator by operator"),
+            "GRUCell unroll TNC, hybridized": Alternative({"fused": False, "layout": "TNC", "hybridize": True},
+                                                          "the cell unrolled into the graph"),
+            "fused GRU TNC, hybridized, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "fused GRU TNC, hybridized, NaiveEngine": Alternative({}, MX_NAIVE_WHY, env=MX_NAIVE),
+            "fused GRU TNC, hybridized, oneDNN fusion": Alternative({}, MX_SUBGRAPH_WHY, env=MX_SUBGRAPH),
+            "fused GRU TNC, static shapes": Alternative(why="a graph planned once for the fixed batch",
+                                                        dropped=MX_STATIC_SHAPE),
         },
-        "chainer": {"NStepGRU on a list of reviews (only path)": {}},
+        "chainer": {
+            "NStepGRU on a list of reviews (only path)": Alternative({}, "Chainer's one path to this GRU"),
+            "NStepGRU, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "NStepGRU, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
+        },
     }),
     "resnet50": Task("resnet50", "book/chapters/resnet50_features.md", "make_resnet50", False, {
         "pytorch": {
-            "NCHW, eager": {"channels_last": False, "compile": False, "freeze": False},
-            "NHWC, eager": {"channels_last": True, "compile": False, "freeze": False},
-            "NHWC, torch.compile": {"channels_last": True, "compile": True, "freeze": False},
-            "NHWC, torch.compile, frozen": {"channels_last": True, "compile": True, "freeze": True},
+            "NHWC, torch.compile": Alternative({"channels_last": True, "compile": True, "freeze": False},
+                                               "Inductor's code in oneDNN's layout"),
+            "NCHW, eager": Alternative({"channels_last": False, "compile": False, "freeze": False},
+                                       "PyTorch's default"),
+            "NHWC, eager": Alternative({"channels_last": True, "compile": False, "freeze": False},
+                                       "oneDNN's layout, no compiler"),
+            "NHWC, torch.compile, frozen": Alternative({"channels_last": True, "compile": True, "freeze": True},
+                                                       "weights folded in as constants (Inductor's freezing)"),
+            "NHWC, torch.compile, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "NHWC, torch.compile, half batch": Alternative({}, HALF_BATCH_WHY, batch_factor=0.5),
+            "NHWC, torch.compile, double batch": Alternative({}, DOUBLE_BATCH_WHY, batch_factor=2.0),
         },
         "tensorflow": {
-            "NHWC, XLA off": {"jit_compile": False, "data_format": "channels_last"},
-            "NHWC, XLA on": {"jit_compile": True, "data_format": "channels_last"},
-            "NCHW, XLA off": {"jit_compile": False, "data_format": "channels_first"},
+            "NHWC, XLA off": Alternative({"jit_compile": False, "data_format": "channels_last"},
+                                         "TensorFlow's oneDNN kernels"),
+            "NHWC, XLA on": Alternative({"jit_compile": True, "data_format": "channels_last"},
+                                        "compiled by XLA"),
+            "NCHW, XLA off": Alternative({"jit_compile": False, "data_format": "channels_first"},
+                                         "the channels-first layout"),
+            "NHWC, XLA off, 1 inter-op thread": Alternative({}, TF_ONE_INTEROP_WHY, env=TF_ONE_INTEROP),
+            "NHWC, XLA off, without oneDNN": Alternative({}, TF_NO_ONEDNN_WHY, env=TF_NO_ONEDNN),
+            "NHWC, XLA off, half batch": Alternative({}, HALF_BATCH_WHY, batch_factor=0.5),
+            "NHWC, XLA off, double batch": Alternative({}, DOUBLE_BATCH_WHY, batch_factor=2.0),
         },
-        "jax": {"no jit": {"jit": False}, "jit": {"jit": True}},
+        "jax": {
+            "jit": Alternative({"jit": True}, "compiled by XLA"),
+            "no jit": Alternative({"jit": False}, "operation by operation"),
+            "jit, 1 thread": Alternative({}, XLA_ONE_THREAD_WHY, env=XLA_ONE_THREAD),
+            "jit, half batch": Alternative({}, HALF_BATCH_WHY, batch_factor=0.5),
+            "jit, double batch": Alternative({}, DOUBLE_BATCH_WHY, batch_factor=2.0),
+        },
         "mxnet": {
-            "imperative": {"hybridize": False, "fuse": False},
-            "hybridized": {"hybridize": True, "fuse": False},
-            "hybridized, oneDNN fusion": {"hybridize": True, "fuse": True},
+            "hybridized, oneDNN fusion": Alternative({"hybridize": True, "fuse": True},
+                                                     "oneDNN's fused convolutions, static graph"),
+            "hybridized": Alternative({"hybridize": True, "fuse": False}, "a static graph"),
+            "imperative": Alternative({"hybridize": False, "fuse": False}, "operator by operator"),
+            "hybridized, oneDNN fusion, NaiveEngine": Alternative({}, MX_NAIVE_WHY, env=MX_NAIVE),
+            "hybridized, oneDNN fusion, half batch": Alternative({}, HALF_BATCH_WHY, batch_factor=0.5),
+            "hybridized, oneDNN fusion, double batch": Alternative({}, DOUBLE_BATCH_WHY, batch_factor=2.0),
         },
-        "chainer": {"numpy (only path)": {}},
+        "chainer": {
+            "numpy (only path)": Alternative({}, "Chainer's one CPU path (numpy)"),
+            "numpy, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
+            "iDeep (oneDNN)": Alternative(why="oneDNN's convolutions", dropped=CHAINER_IDEEP_WHY),
+        },
     }, stop_before="Evaluation"),  # the page has no training; its first calls are in Evaluation
 }
 
 
-def page_configuration(builder: Callable[..., Any], alternatives: Mapping[str, Mapping[str, Any]],
+def resolve_task(spec: str | Task) -> Task:
+    """A task by its name in :data:`TASKS`, or ``"module:attribute"`` naming a :class:`Task`
+    elsewhere (the tests' tiny task, which the benchmark's processes import by that name)."""
+    if isinstance(spec, Task):
+        return spec
+    if spec in TASKS:
+        return TASKS[spec]
+    module, _, attribute = spec.partition(":")
+    if not attribute:
+        raise KeyError(f"no benchmark task {spec!r}: expected one of {', '.join(TASKS)} or 'module:attribute'")
+    task = getattr(importlib.import_module(module), attribute)
+    if not isinstance(task, Task):
+        raise TypeError(f"{spec} is not a benchmark Task")
+    return task
+
+
+def page_configuration(builder: Callable[..., Any], alternatives: Mapping[str, Alternative],
                        where: str = "the page") -> str:
-    """The name of the alternative whose options are the builder's defaults (the page's)."""
+    """The name of the alternative whose options are the builder's defaults and which needs
+    no process environment of its own: the page's configuration."""
     try:
         parameters = inspect.signature(builder).parameters
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: cannot read the builder's defaults ({error})") from None
     defaults = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
-    for name, options in alternatives.items():
-        unknown = [key for key in options if key not in parameters]
+    timed = {name: alternative for name, alternative in alternatives.items() if not alternative.dropped}
+    for name, alternative in timed.items():
+        unknown = [key for key in alternative.options if key not in parameters]
         if unknown:
             raise ValueError(f"{where}: the builder takes no option {', '.join(map(repr, unknown))} "
                              f"(alternative {name!r}); its parameters: {', '.join(parameters)}")
-        if all(key in defaults and defaults[key] == value for key, value in options.items()):
+    for name, alternative in timed.items():
+        if alternative.env or alternative.batch_factor != 1.0:
+            continue
+        if all(key in defaults and defaults[key] == value for key, value in alternative.options.items()):
             return name
-    shown = {key: defaults.get(key) for options in alternatives.values() for key in options}
+    shown = {key: defaults.get(key) for alternative in timed.values() for key in alternative.options}
     raise ValueError(f"{where}: the builder's defaults {shown} are none of the benchmark's alternatives "
-                     f"({', '.join(alternatives)})")
+                     f"({', '.join(timed)})")

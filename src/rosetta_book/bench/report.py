@@ -1,0 +1,192 @@
+"""The benchmark's report: each configuration's speed, page / fastest, shares of the peak.
+
+:func:`summarize` turns a run's raw seconds (:func:`rosetta_book.bench.run.run_task`)
+into the report that the command prints (:func:`format_report`) and writes as
+JSON (``--json``). The peak is the fastest float32 matrix product of the same run, across numpy and
+every framework's paths, each timed in the same rounds as the configurations
+(medians on both sides, so that a machine's load weighs on both alike).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Mapping
+
+from .tasks import resolve_task
+
+#: Target: the page's configuration within this factor of its framework's fastest.
+TARGET_RATIO = 1.10
+#: ResNet-50's targets, shares of the peak at the page's batch.
+RESNET50_TARGET = 0.75  # PyTorch, TensorFlow and JAX
+RESNET50_LEADER_TARGET = 0.85  # the fastest framework
+RESNET50_TARGETED = ("pytorch", "tensorflow", "jax")
+#: A training alternative whose first loss differs from the page's by more than this
+#: (relative) computes something else; tasks with dropout draw other masks per layout.
+SAME_RESULT_TOLERANCE = {"imdb": 1e-4}
+REPORT_VERSION = 2
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    lower, _, upper = statistics.quantiles(values, n=4, method="inclusive")
+    return lower, upper
+
+
+def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
+    """The report of one run (``raw``: what :func:`~rosetta_book.bench.run.run_task` returns)."""
+    task = resolve_task(raw["task"])
+    work = 2 * raw["matmul_size"] ** 3
+    rates = {path: work / statistics.median(values) for path, values in raw["matmul_seconds"].items() if values}
+    peak_path = max(rates, key=rates.get)
+    peak = rates[peak_path]
+    counts = {framework: result["flops_per_item"] for framework, result in raw["frameworks"].items()}
+    if len(set(counts.values())) > 1:
+        raise ValueError(f"the {task.name} page's parts declare different model sizes: FLOP per item {counts}")
+    per_item_flops = next(iter(counts.values()), 0) * (3 if task.training else 1)
+    report: dict[str, Any] = {
+        "version": REPORT_VERSION, "task": task.name, "page": task.page, "profile": profile,
+        "training": task.training, "rounds": raw["rounds"], "warmup": raw["warmup"], "steps": raw["steps"],
+        "started": raw["started"], "wall_seconds": raw["wall_seconds"], "load_average": raw["load_average"],
+        "peak_flops": peak, "peak_path": peak_path, "matmul_flops": rates, "model_flops_per_item": per_item_flops,
+        "target_ratio": TARGET_RATIO, "frameworks": {},
+    }
+    for framework, result in raw["frameworks"].items():
+        alternatives = task.alternatives[framework]
+        configurations: dict[str, Any] = {}
+        for name, measured in result["alternatives"].items():
+            per_call = statistics.median(measured["seconds"])
+            lower, upper = _quartiles(measured["seconds"])
+            per_item = per_call / measured["items"]
+            configurations[name] = {
+                "median_seconds": per_call, "quartile_seconds": [lower, upper], "items": measured["items"],
+                "seconds_per_item": per_item, "flops_per_second": per_item_flops / per_item,
+                "fraction_of_peak": per_item_flops / per_item / peak, "options": _plain(alternatives[name].options),
+                "env": measured["env"], "why": alternatives[name].why, "first_result": measured["first_result"],
+                "build_seconds": measured["build_seconds"], "repeats": len(measured["seconds"]),
+            }
+        pages = [name for name, measured in result["alternatives"].items() if measured["defaults"]
+                 and not measured["env"]]
+        if not pages:
+            raise ValueError(f"{task.page} ({framework}): the page's configuration (the builder's defaults) is "
+                             f"not among the configurations timed ({', '.join(configurations)})")
+        page = pages[0]
+        for name, numbers in configurations.items():
+            numbers["result_difference"] = _difference(numbers["first_result"], configurations[page]["first_result"])
+        tolerance = SAME_RESULT_TOLERANCE.get(task.name)
+        other_results = sorted(name for name, numbers in configurations.items() if tolerance is not None
+                               and numbers["result_difference"] is not None
+                               and numbers["result_difference"] > tolerance)
+        # the fastest that computes what the page computes (another result is reported, not a target)
+        fastest = min((name for name in configurations if name not in other_results),
+                      key=lambda name: configurations[name]["seconds_per_item"])
+        for name, numbers in configurations.items():
+            numbers["relative_to_fastest"] = numbers["seconds_per_item"] / configurations[fastest]["seconds_per_item"]
+            numbers["relative_to_page"] = numbers["seconds_per_item"] / configurations[page]["seconds_per_item"]
+        ratio = configurations[page]["relative_to_fastest"]
+        report["frameworks"][framework] = {
+            "page_configuration": page, "fastest_configuration": fastest, "ratio": ratio,
+            "meets_target": ratio <= TARGET_RATIO, "configurations": configurations,
+            "not_timed": {name: alternative.dropped for name, alternative in alternatives.items()
+                          if alternative.dropped},
+            "other_results": other_results, "limit": task.limits.get(framework), "data": result["data"],
+        }
+    if report["frameworks"]:
+        leader = min(report["frameworks"], key=lambda fw: _best(report, fw)["seconds_per_item"])
+        report["fastest_framework"] = {
+            "framework": leader, "configuration": report["frameworks"][leader]["fastest_configuration"],
+            "fraction_of_peak": _best(report, leader)["fraction_of_peak"],
+            "page_fraction_of_peak": _page(report, leader)["fraction_of_peak"],
+        }
+        if task.name == "resnet50":
+            report["peak_targets"] = peak_targets(
+                {fw: _page(report, fw)["fraction_of_peak"] for fw in report["frameworks"]}, leader)
+    return report
+
+
+def _plain(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+            for key, value in options.items()}
+
+
+def _difference(value: float | None, reference: float | None) -> float | None:
+    if value is None or reference is None:
+        return None
+    return abs(value - reference) / max(abs(reference), 1e-12)
+
+
+def _best(report: Mapping[str, Any], framework: str) -> Mapping[str, Any]:
+    result = report["frameworks"][framework]
+    return result["configurations"][result["fastest_configuration"]]
+
+
+def _page(report: Mapping[str, Any], framework: str) -> Mapping[str, Any]:
+    result = report["frameworks"][framework]
+    return result["configurations"][result["page_configuration"]]
+
+
+def peak_targets(page_shares: Mapping[str, float], leader: str) -> dict[str, dict[str, Any]]:
+    """ResNet-50's targets, given each framework's share of the peak at the page's
+    configuration: the fastest framework 85%, PyTorch, TensorFlow and JAX 75% (MXNet,
+    when it is not the fastest, and Chainer have none)."""
+    targets = {}
+    for framework, share in page_shares.items():
+        target = RESNET50_LEADER_TARGET if framework == leader else (
+            RESNET50_TARGET if framework in RESNET50_TARGETED else None)
+        targets[framework] = {"share": share, "target": target,
+                              "meets": None if target is None else share >= target}
+    return targets
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """The report as the command prints it."""
+    load = report["load_average"]
+    lines = [
+        f"{report['task']}, {report['profile']} profile: {report['rounds']} rounds after {report['warmup']} "
+        f"warm-up call(s), {report['steps']} step(s) per timed call; configurations take turns "
+        f"(started {report['started']}, {report['wall_seconds']:.0f} s)",
+        f"load average (1, 5, 15 min) before {load['before']}, after {load['after']}",
+        f"peak: {report['peak_flops'] / 1e9:.1f} GFLOP/s ({report['peak_path']}), the fastest float32 "
+        "matrix product, median of the same rounds: "
+        + ", ".join(f"{name} {rate / 1e9:.1f}" for name, rate in report["matmul_flops"].items()),
+    ]
+    width = max([28] + [len(name) + 2 for result in report["frameworks"].values()
+                        for name in [*result["configurations"], *result["not_timed"]]])
+    unit = "ms/step" if report["training"] else "ms/call"
+    lines.append(f"{'framework':<11} {'configuration':<{width}} {unit:>9} {'IQR':>7} {'GFLOP/s':>8} "
+                 f"{'of peak':>8} {'/fastest':>8}  what it tries")
+    for framework, result in report["frameworks"].items():
+        ordered = sorted(result["configurations"].items(), key=lambda item: item[1]["seconds_per_item"])
+        for name, numbers in ordered:
+            marker = " *" if name == result["page_configuration"] else ""
+            steps = numbers["items"] / (report["steps"] if report["training"] else 1)
+            scale = 1e3 * steps / numbers["items"]  # per step (training) or per call
+            lower, upper = numbers["quartile_seconds"]
+            note = numbers["why"]
+            if name in result["other_results"]:
+                note = f"OTHER RESULT (first loss differs by {numbers['result_difference']:.1e}); {note}"
+            lines.append(
+                f"{framework:<11} {name + marker:<{width}} {numbers['median_seconds'] * scale:>9.1f} "
+                f"{(upper - lower) * scale:>7.1f} {numbers['flops_per_second'] / 1e9:>8.1f} "
+                f"{numbers['fraction_of_peak']:>8.1%} {numbers['relative_to_fastest']:>8.2f}  {note}")
+        for name, reason in result["not_timed"].items():
+            lines.append(f"{framework:<11} {name:<{width}} {'not timed':>9}  {reason}")
+    lines.append(f"* the page's configuration; target: within {report['target_ratio']:.2f}x of its framework's "
+                 "fastest")
+    for framework, result in report["frameworks"].items():
+        verdict = "meets" if result["meets_target"] else "MISSES"
+        line = (f"{framework}: page / fastest = {result['ratio']:.2f} ({verdict} the target; page: "
+                f"{result['page_configuration']}; fastest: {result['fastest_configuration']})")
+        if result["limit"]:
+            line += f"; {result['limit']}"
+        lines.append(line)
+    leader = report.get("fastest_framework")
+    if leader:
+        lines.append(f"fastest framework: {leader['framework']} ({leader['configuration']}), "
+                     f"{leader['fraction_of_peak']:.1%} of peak")
+    for framework, target in report.get("peak_targets", {}).items():
+        verdict = ("no target" if target["target"] is None
+                   else f"{'meets' if target['meets'] else 'MISSES'} {target['target']:.0%}")
+        lines.append(f"{framework}: the page's configuration at the page's batch reaches {target['share']:.1%} "
+                     f"of peak ({verdict})")
+    return "\n".join(lines)

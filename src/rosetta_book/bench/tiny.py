@@ -1,0 +1,67 @@
+"""A tiny benchmark task that runs through the benchmark's real processes in a few seconds.
+
+``TINY`` times a few numpy operations instead of a page (its :meth:`~TinyTask.load`
+returns a namespace, as the chapter loader would), so that the tests can run the
+parent (:func:`rosetta_book.bench.run.run_task`) and its processes
+(:mod:`rosetta_book.bench.worker`) end to end, process environments included:
+``run_task("rosetta_book.bench.tiny:TINY", ("pytorch",), ...)``. Its step returns the
+value of ``OMP_NUM_THREADS`` that its process sees (0: unset), so a test can tell
+that an alternative's environment reached its process. Only the matrix products of
+the peak import the framework; the tiny steps need none.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .tasks import Alternative, Task
+
+#: FLOP of one example's forward pass, as a page would declare it.
+FLOP_PER_ITEM = 2 * 8 * 8
+
+
+def make_training(size=8, scale=1.0):
+    """A stand-in for a page's builder: ``(model, train_step, to_device)``."""
+    weights = np.full((size, size), scale, dtype=np.float32)
+
+    def train_step(x, y):
+        (x @ weights).sum()
+        return float(os.environ.get("OMP_NUM_THREADS", "0"))
+
+    return weights, train_step, lambda inputs, labels: (inputs, labels)
+
+
+@dataclass(frozen=True)
+class TinyTask(Task):
+    def load(self, framework: str, root: Path) -> dict[str, Any]:
+        data = SimpleNamespace(x_train=np.ones((4, 8), np.float32), y_train=np.zeros(4, np.int64),
+                               source="synthetic (the benchmark's tiny test task)")
+        return {"make_training": make_training, "data": data, "epoch_batches": lambda epoch: [np.arange(4)]}
+
+    def flops_per_item(self, namespace: Mapping[str, Any]) -> int:
+        return FLOP_PER_ITEM
+
+    def synchronize(self, framework: str) -> Callable[[Any], None]:
+        return lambda value=None: None  # numpy is synchronous
+
+
+TINY = TinyTask("tiny", "(no page)", "make_training", True, {
+    "pytorch": {
+        "page": Alternative({}, "the builder's defaults"),
+        "scale 2": Alternative({"scale": 2.0}, "another option"),
+        "page, 1 thread": Alternative({}, "another process environment", env={"OMP_NUM_THREADS": "1"}),
+        "not possible": Alternative(why="a setting not timed", dropped="not possible here"),
+    },
+})
+
+#: The same, with an option its builder does not take: its process reports the error.
+BROKEN = TinyTask("tiny-broken", "(no page)", "make_training", True, {
+    "pytorch": {"page": Alternative({}, "the builder's defaults"),
+                "unknown option": Alternative({"nope": 1}, "an option the builder does not take")},
+})

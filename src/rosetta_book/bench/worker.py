@@ -1,0 +1,179 @@
+"""One benchmark process: a framework's alternatives that share a process environment.
+
+The parent (:func:`rosetta_book.bench.run.run_task`) starts one such process
+per framework and process environment (a thread count, say, which a framework
+reads once, when it starts), in that framework's own environment where no
+other framework imports. The process loads the page's part up to the section
+where the benchmark stops (the page's own Setup, Data and Model, through the
+chapter loader), builds each of its alternatives with the page's builder,
+warms each up, and then waits. The parent then asks every process in turn for
+a *round*: one timed call of each of its alternatives (and, in the process
+of the page's own environment, one of each matrix-multiply path of the
+peak). Processes take turns, so a change in the machine's load weighs on
+every alternative alike, across processes too.
+
+Messages are JSON, over a local socket (:mod:`multiprocessing.connection`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .tasks import Task, resolve_task
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
+def matches_defaults(builder: Callable[..., Any], options: Mapping[str, Any], where: str) -> bool:
+    """Whether every option equals the builder's default for it (the page's choice); an
+    option the builder does not take is an error naming it and the builder's parameters."""
+    try:
+        parameters = inspect.signature(builder).parameters
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: cannot read the builder's defaults ({error})") from None
+    unknown = [key for key in options if key not in parameters]
+    if unknown:
+        raise ValueError(f"{where}: the builder takes no option {', '.join(map(repr, unknown))}; "
+                         f"its parameters: {', '.join(parameters)}")
+    return all(parameters[key].default is not inspect.Parameter.empty and parameters[key].default == value
+               for key, value in options.items())
+
+
+def prepare_call(task: Task, namespace: Mapping[str, Any], framework: str, options: Mapping[str, Any],
+                 steps: int, batch_factor: float = 1.0) -> tuple[Callable[[], Any], int]:
+    """Build one alternative with the page's builder; return ``(call, items)``: ``call()``
+    runs ``steps`` training steps (or one extraction) on the page's first batch (times
+    ``batch_factor``, feature extraction only) and waits
+    for the framework to finish them, returning the last result; ``items`` counts the
+    examples one call processes."""
+    synchronize = task.synchronize(framework)
+    builder = namespace[task.builder]
+    if task.training:
+        inputs, labels = task.inputs(namespace)
+        _, train_step, to_device = builder(**options)
+        x, y = to_device(inputs, labels)
+
+        def call() -> Any:
+            for _ in range(steps):
+                result = train_step(x, y)
+            synchronize(result)
+            return result
+
+        return call, steps * len(labels)
+    (images,) = task.inputs(namespace, batch_factor)
+    _, extract = builder(**options)
+
+    def extract_once() -> Any:
+        result = extract(images)
+        synchronize(result)
+        return result
+
+    return extract_once, len(images)
+
+
+def scalar(value: Any) -> float | None:
+    """A training step's loss as a Python float (None if it is not one number)."""
+    try:
+        if hasattr(value, "asnumpy"):  # MXNet
+            value = value.asnumpy()
+        number = float(value if not hasattr(value, "item") else value.item())
+    except (TypeError, ValueError, RuntimeError, AttributeError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def serve(task_name: str, framework: str, address: str, authkey: bytes) -> int:
+    """The process's side: connect, build what the parent names, then answer rounds."""
+    from multiprocessing.connection import Client
+
+    from .peak import matmul_paths
+
+    connection = Client(address, family="AF_UNIX", authkey=authkey)
+
+    def send(message: Mapping[str, Any]) -> None:
+        connection.send_bytes(json.dumps(message).encode())
+
+    request = json.loads(connection.recv_bytes())
+    calls: dict[str, Callable[[], Any]] = {}
+    products: dict[str, Callable[[], Any]] = {}
+    try:
+        task = resolve_task(task_name)
+        if request["names"]:
+            namespace = task.load(framework, PROJECT_ROOT)
+            builder = namespace[task.builder]
+            alternatives = task.alternatives[framework]
+            details: dict[str, Any] = {}
+            for name in request["names"]:
+                alternative = alternatives[name]
+                options = alternative.options
+                where = f"{task.page} ({framework}), alternative {name!r}"
+                is_page = matches_defaults(builder, options, where) and alternative.batch_factor == 1.0
+                start = time.perf_counter()
+                call, items = prepare_call(task, namespace, framework, options, request["steps"],
+                                           alternative.batch_factor)
+                first = call()  # the first call: builds, compiles, traces
+                for _ in range(request["warmup"] - 1):
+                    call()
+                calls[name] = call
+                details[name] = {"items": items, "defaults": is_page, "first_result": scalar(first),
+                                 "build_seconds": time.perf_counter() - start}
+            facts = {"data": namespace["data"].source, "flops_per_item": task.flops_per_item(namespace)}
+        else:
+            details, facts = {}, {}
+        if request["peak"]:
+            products = {path: build() for path, build in matmul_paths(framework, request["matmul_size"]).items()}
+            for product in products.values():
+                product()  # warm-up
+        send({"ready": details, **facts})
+    except Exception:
+        send({"error": traceback.format_exc()})
+        return 1
+    while True:
+        message = json.loads(connection.recv_bytes())
+        if message["do"] == "quit":
+            return 0
+        try:
+            send(timed_round(calls, products, message["round"]))
+        except Exception:
+            send({"error": traceback.format_exc()})
+            return 1
+
+
+def timed_round(calls: Mapping[str, Callable[[], Any]], products: Mapping[str, Callable[[], Any]],
+                round_: int) -> dict[str, dict[str, float]]:
+    """One timed call of each alternative, each round starting one alternative later, then
+    one of each matrix-multiply path."""
+    names = list(calls)
+    shift = round_ % len(names) if names else 0
+    seconds: dict[str, float] = {}
+    for name in names[shift:] + names[:shift]:
+        start = time.perf_counter()
+        calls[name]()
+        seconds[name] = time.perf_counter() - start
+    matmul: dict[str, float] = {}
+    for path, product in products.items():
+        start = time.perf_counter()
+        product()
+        matmul[path] = time.perf_counter() - start
+    return {"seconds": seconds, "matmul_seconds": matmul}
+
+
+def main(argv: list[str]) -> int:
+    """``python -m rosetta_book.bench.worker TASK FRAMEWORK ADDRESS``; ``TASK`` is a name in
+    :data:`~rosetta_book.bench.tasks.TASKS` or ``module:attribute``; the key comes in the
+    environment (``ROSETTA_BENCH_KEY``, hex)."""
+    task, framework, address = argv
+    key = bytes.fromhex(os.environ.pop("ROSETTA_BENCH_KEY"))
+    return serve(task, framework, address, key)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
