@@ -2,6 +2,7 @@
 configuration, and one real round trip through its processes (on a tiny numpy task).
 No test asserts a timing: the timings themselves are not targets of any test."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -308,3 +309,25 @@ def test_a_failing_process_names_its_framework_and_cause():
     with pytest.raises(BenchmarkError, match=r"(?s)pytorch \(the page environment\) failed.*takes no option 'nope'"):
         run_task("rosetta_book.bench.tiny:BROKEN", ("pytorch",), rounds=1, warmup=1, steps=1, pause=0.0,
                  matmul_size=32, log=lambda line: None)
+
+
+def test_a_report_written_as_json_reads_back_as_the_results_pages_rows(tmp_path):
+    """The Results page reads the newest report per task; a file that is not a report is
+    skipped with a warning naming it, and left as it was."""
+    from rosetta_utils.results_report import CorruptBenchReportWarning, bench_rows, load_bench_reports
+
+    report = summarize(CIFAR_RUN, "smoke")
+    older = {**report, "started": "2000-01-01 00:00:00 UTC"}
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "bench-cifar10.json").write_text(json.dumps(older))
+    (tmp_path / "bench-cifar10.json").write_text(json.dumps(report))
+    (tmp_path / "bench-imdb.json").write_text("{not json")
+    with pytest.warns(CorruptBenchReportWarning, match=r"bench-imdb\.json: not a benchmark report"):
+        reports = load_bench_reports([tmp_path / "old", tmp_path])
+    assert [r["started"] for r in reports] == [report["started"]]
+    assert (tmp_path / "bench-imdb.json").read_text() == "{not json"
+    rows = {row[1]: row for row in bench_rows(reports)}
+    assert rows["jax"][2:6] == ["jit", "no jit", "1.50", f"{TARGET_RATIO:.2f} (MISSED)"]
+    assert rows["pytorch"][4:6] == ["1.05", f"{TARGET_RATIO:.2f} (met)"]
+    share = report["frameworks"]["pytorch"]["configurations"]["NCHW"]["fraction_of_peak"]
+    assert rows["pytorch"][7] == f"{share:.1%}" and "smoke profile" in rows["pytorch"][8]

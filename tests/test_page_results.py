@@ -100,3 +100,18 @@ def test_a_curated_record_from_a_cpu_is_no_gpu_record():
     gpu = ResultRow(*("imdb", "mxnet", "cuda:0", "full", "curated", None, ("reviews_per_second", 9.0), None,
                       "2026-11-30T10:00:00", "abc", ""))
     assert next(row for row in task_overview("imdb", [gpu], None)[1] if row[0] == "mxnet")[5] == "9.0"
+
+
+def test_the_benchmark_section_shows_the_newest_report_or_says_there_is_none(page_on_fixtures, tmp_path,
+                                                                             monkeypatch, capsys):
+    assert page_on_fixtures["reports"] == []
+    from test_bench import CIFAR_RUN
+    from rosetta_book.bench.report import summarize
+
+    build = tmp_path / "build"
+    (build / "bench-cifar10.json").write_text(json.dumps(summarize(CIFAR_RUN, "smoke")))
+    monkeypatch.setenv("ROSETTA_RESULTS_DIR", str(build))
+    monkeypatch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(tmp_path / "curated"))
+    namespace = load_comparisons(PAGE, {})
+    assert [report["task"] for report in namespace["reports"]] == ["cifar10"]
+    assert "cifar10: fastest framework pytorch (NCHW)" in capsys.readouterr().out

@@ -206,3 +206,56 @@ def task_overview(task: str, rows: Iterable[ResultRow], published: Any = None) -
         table.append([framework, f"{k80:,.1f}" if k80 else "-", f"{p100:,.1f}" if p100 else "-",
                       *_series_cell(build.get(framework)), *_series_cell(gpu.get(framework))])
     return headers, table
+
+
+#: Where benchmark reports live: ``bench-<task>.json``, written by
+#: ``python -m rosetta_book.bench <task>`` (into this build's results folder by default).
+BENCH_PATTERN = "bench-*.json"
+BENCH_HEADERS = ["task", "framework", "page's configuration", "fastest found", "page / fastest", "target",
+                 "page: share of peak", "fastest: share of peak", "measured"]
+
+
+class CorruptBenchReportWarning(UserWarning):
+    """A benchmark report that cannot be read: skipped, the file left as it was."""
+
+
+def load_bench_reports(folders: Iterable[Path]) -> list[dict[str, Any]]:
+    """The newest readable benchmark report per task among ``folders`` (each report's
+    ``_file`` says where it came from). A file that is not a report is skipped with a
+    :class:`CorruptBenchReportWarning` naming it."""
+    import warnings
+
+    newest: dict[str, dict[str, Any]] = {}
+    for folder in folders:
+        for path in sorted(Path(folder).glob(BENCH_PATTERN)) if Path(folder).is_dir() else []:
+            try:
+                report = json.loads(path.read_text())
+                task, started, frameworks = report["task"], str(report["started"]), report["frameworks"]
+                if not isinstance(frameworks, dict):
+                    raise TypeError("'frameworks' is not a mapping")
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                warnings.warn(f"{path}: not a benchmark report ({type(error).__name__}: {error}); skipped",
+                              CorruptBenchReportWarning, stacklevel=2)
+                continue
+            if task not in newest or started > str(newest[task]["started"]):
+                newest[task] = {**report, "_file": str(path)}
+    return [newest[task] for task in sorted(newest)]
+
+
+def bench_rows(reports: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """One row per task and framework of each report: the page's configuration, the fastest
+    the benchmark found, their ratio against the report's target, both shares of the peak,
+    and where and when it was measured (profile, the machine's load average before)."""
+    rows = []
+    for report in reports:
+        load = report.get("load_average", {}).get("before") or ["?"]
+        where = (f"{str(report['started'])[:16]}, {report.get('profile', '?')} profile, load {load[0]}, "
+                 f"{report.get('rounds', '?')} rounds")
+        for framework, result in report["frameworks"].items():
+            page = result["configurations"][result["page_configuration"]]
+            fastest = result["configurations"][result["fastest_configuration"]]
+            rows.append([report["task"], framework, result["page_configuration"], result["fastest_configuration"],
+                         f"{result['ratio']:.2f}", f"{report['target_ratio']:.2f} "
+                         f"({'met' if result['meets_target'] else 'MISSED'})",
+                         f"{page['fraction_of_peak']:.1%}", f"{fastest['fraction_of_peak']:.1%}", where])
+    return rows

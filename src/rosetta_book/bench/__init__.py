@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls per configuration first (default 2)")
     parser.add_argument("--steps", type=int, help=f"training steps per timed call (default {TRAINING_STEPS}; "
                                                   "feature extraction: 1 batch)")
-    parser.add_argument("--json", type=Path, help="also write the report as JSON here")
+    parser.add_argument("--json", type=Path, help="where to write the report as JSON (default: this build's "
+                                                   "results folder, bench-TASK.json, which the Results page shows)")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.warmup < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--rounds, --warmup and --steps must be at least 1")
@@ -84,8 +85,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("none of the selected frameworks is installed")
     report = benchmark_task(args.task, frameworks, rounds=args.rounds, warmup=args.warmup, steps=args.steps)
     print(format_report(report))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"wrote {args.json}")
+    if args.json is None:
+        from rosetta_utils.results import build_results_dir
+
+        args.json = build_results_dir() / f"bench-{args.task}.json"
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    partial = args.json.with_name(args.json.name + ".partial")  # a report is never left half written
+    partial.write_text(json.dumps(report, indent=2))
+    partial.replace(args.json)
+    print(f"wrote {args.json}")
     return 0
