@@ -56,3 +56,43 @@ def test_each_part_reports_where_it_ran(comparison):
     for framework, run in comparison["runs"].items():
         assert run.environment["device"] in ("cpu",) or run.environment["device"].startswith(("cuda", "gpu"))
         assert np.isfinite(run.seconds)
+
+
+# ---- the Summary ----------------------------------------------------------------------
+
+def float64_dense(x, weight, bias):
+    """The dense layer and its gradients for loss = ½ Σ y², in float64, written here."""
+    x, weight, bias = (np.asarray(a, np.float64) for a in (x, weight, bias))
+    y = x @ weight.T + bias
+    return {"product": x @ weight.T, "y": y, "grad_weight": y.T @ x, "grad_bias": y.sum(axis=0),
+            "grad_input": y @ weight}
+
+
+def test_the_summary_states_what_the_parts_computed(results, comparison):
+    """Every number the Summary gives is the runs' own: each framework's largest difference
+    from a float64 reference computed here, and each framework's time."""
+    summary = "\n".join(comparison["SUMMARY"])
+    expected = float64_dense(comparison["x_np"], comparison["weight_np"], comparison["bias_np"])
+    largest = {fw: max(float(np.max(np.abs(np.asarray(run["computed"][name], np.float64) - value)))
+                       for name, value in expected.items())
+               for fw, run in results.items()}
+    for framework, difference in largest.items():
+        assert f"{framework} {difference:.2g}" in summary, framework
+        assert f"{framework} {results[framework]['seconds'] * 1e3:.3f} ms" in summary, framework
+    assert f"the largest difference is {max(largest.values()):.2g}" in summary
+    assert f"all {len(results)} frameworks" in summary
+
+
+def test_the_summary_follows_the_runs(results, comparison):
+    """Run the comparisons on one changed time and one gradient moved 9e-5 off the
+    reference (within the bound, beyond float32 rounding): the Summary says so."""
+    framework = AVAILABLE[0]
+    changed = {name: dict(values) for name, values in results.items()}
+    changed[framework]["seconds"] = 1.2345
+    reference = float64_dense(comparison["x_np"], comparison["weight_np"], comparison["bias_np"])
+    changed[framework]["computed"] = {**changed[framework]["computed"],
+                                      "grad_bias": reference["grad_bias"] + 9e-5}
+    summary = "\n".join(load_comparisons(PAGE, changed)["SUMMARY"])
+    assert f"{framework} 1234.500 ms" in summary
+    assert f"the slowest ({framework})" in summary
+    assert f"the largest difference is 9e-05 ({framework}, `grad_bias`)" in summary

@@ -350,3 +350,65 @@ def test_fused_and_loop_times_are_measured_and_recorded(comparison, results_dir)
         metrics = record["metrics"]
         assert metrics["loop_over_fused"] == pytest.approx(metrics["loop_seconds"] / metrics["fused_seconds"])
         assert record["config"]["steps"] == comparison["TIMING_STEPS"]
+
+
+# ---------------------------------------------------------------- the Summary
+
+def test_the_summary_states_what_the_parts_computed(results, comparison):
+    """The Summary's numbers against the parts' own results, recomputed here."""
+    summary = "\n".join(comparison["SUMMARY"])
+    kinds = {name: claim for run in results.values() for name, claim in run["KINDS"].items()}
+    assert f"Each of {len(kinds)} layer kinds" in summary
+    for claim in set(kinds.values()):
+        assert f"{claim}: " + ", ".join(f"`{name}`" for name, c in kinds.items() if c == claim) in summary
+    # the conversions: every entry of the matrix, ran or refused
+    entries = list(comparison["conversions"].values())
+    ran = [entry for entry in entries if not isinstance(entry, str)]
+    assert f"{len(ran)} ran, within a family, the largest output difference {max(ran):.1e}" in summary
+    assert f"{len(entries) - len(ran)} were refused" in summary
+    # forced copies: the smallest error at the smallest scale, the largest at the largest,
+    # by the flavor of the weights forced in (those the layer's own flavor refuses)
+    refused = {"RB": "LBR", "LBR": "RB", "LBR without b_hn": "LBR"}
+    by_weights = {}
+    for run in results.values():
+        for name, errors in run["forced_errors"].items():
+            by_weights.setdefault(refused[run["KINDS"][name]], []).append(errors)
+    for weights, errors in by_weights.items():
+        span = f"off by {min(e[0] for e in errors):.2g} to {max(e[-1] for e in errors):.2g}"
+        assert f"{weights} weights into" in summary and span in summary, (weights, span)
+    # memory: what a training forward kept beyond an inference one, in hidden states
+    hidden_states = comparison["HIDDEN_STATE_BYTES"]
+    kept = {f"{fw} `{run['LAYERS'][layer]}`": (run["kept_memory"][layer]["training"]
+                                               - run["kept_memory"][layer]["inference"]) / hidden_states
+            for fw, run in results.items() for layer in ("fused", "loop")}
+    least, most = min(kept, key=kept.get), max(kept, key=kept.get)
+    assert f"from {kept[least]:.1f} ({least}) to {kept[most]:.1f} ({most})" in summary
+    # timing: the loop's median over the fused layer's, each framework
+    for fw, run in results.items():
+        ratio = np.median(run["step_seconds"]["loop"]) / np.median(run["step_seconds"]["fused"])
+        assert f"{fw} {ratio:.2f} (" in summary, fw
+
+
+def test_the_summary_follows_the_runs(results, comparison, monkeypatch, tmp_path):
+    """Changed results give a changed Summary: timings read by quartiles (a loop three
+    times the fused layer's time is 'fused faster', overlapping repeats neither), a forced
+    copy's larger error, a training forward that keeps more."""
+    monkeypatch.setenv("ROSETTA_RESULTS_DIR", str(tmp_path))  # these records go nowhere
+    first, last = AVAILABLE[0], AVAILABLE[-1]
+    changed = {name: dict(values) for name, values in results.items()}
+    changed[first]["step_seconds"] = {"fused": [1.0, 1.1, 0.9], "loop": [3.0, 3.1, 2.9]}
+    changed[last]["step_seconds"] = {"fused": [1.0, 2.0, 3.0], "loop": [1.5, 2.5, 3.5]}
+    kind = next(iter(changed[first]["forced_errors"]))
+    changed[first]["forced_errors"] = {**changed[first]["forced_errors"],
+                                       kind: [0.5, 1.0, 2.0, 4.0, 7.5]}
+    hidden_states = comparison["HIDDEN_STATE_BYTES"]
+    kept = {layer: dict(values) for layer, values in changed[first]["kept_memory"].items()
+            if layer != "counter"}
+    kept["loop"]["training"] = kept["loop"]["inference"] + 50 * hidden_states
+    changed[first]["kept_memory"] = {**changed[first]["kept_memory"], **kept}
+    summary = "\n".join(load_comparisons(PAGE, changed)["SUMMARY"])
+    assert f"{first} 3.00 (fused faster)" in summary
+    if last != first:
+        assert f"{last} 1.25 (quartiles overlap)" in summary
+    assert " to 7.5" in summary
+    assert f"to 50.0 ({first} `{changed[first]['LAYERS']['loop']}`)" in summary
