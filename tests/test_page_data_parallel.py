@@ -112,6 +112,52 @@ def test_the_tensorflow_note_is_the_error_keras_gave(comparison):
         assert note == "" or note.startswith(("ValueError", "TypeError"))
 
 
+# ---- the Summary -----------------------------------------------------------------------
+
+def test_each_part_names_the_data_its_workers_trained_on(results):
+    """The workers' data note comes back with their results: the CIFAR-10 images, or
+    (offline, with no cached copy) the labelled stand-in."""
+    for framework, run in results.items():
+        assert run["data_note"] in ("CIFAR-10", "synthetic stand-in, not CIFAR-10"), framework
+    assert len({run["data_note"] for run in results.values()}) == 1
+
+
+def test_the_summary_states_what_the_workers_measured(results, comparison):
+    """The Summary's numbers against the workers' own results, recomputed here."""
+    summary = "\n".join(comparison["SUMMARY"])
+    one_step = {fw: run["one_step_difference"] for fw, run in results.items()}
+    furthest = max(one_step, key=one_step.get)
+    assert f"at most {one_step[furthest]:.2g} ({furthest};" in summary
+    assert f"the workers' weights differ by {max(r['workers_difference'] for r in results.values()):g}" in summary
+    assert f"data: {results[furthest]['data_note']};" in summary
+    for framework, run in results.items():
+        alone = np.median(np.asarray(run["steps_alone"])[1:])
+        together = max(np.median(np.asarray(seconds)[1:]) for seconds in run["steps_together"])
+        collective = max(np.median(seconds) for seconds in run["allreduce_seconds"])
+        sent = max(run["bytes_per_step"]) / (4 * run["parameter_count"])
+        assert f"{framework} {alone / together:.2f}×" in summary, framework
+        assert f"{framework} {collective / together:.0%}" in summary, framework
+        assert f"{framework} {sent:.2f}" in summary, framework
+
+
+def test_the_summary_follows_the_runs(results):
+    """Changed results give a changed Summary: a single process twice as slow doubles the
+    speed-up, a larger one-step difference and another data note are named."""
+    framework = AVAILABLE[0]
+    changed = {name: dict(values) for name, values in results.items()}
+    changed[framework]["steps_alone"] = 2 * np.asarray(results[framework]["steps_alone"])
+    changed[framework]["one_step_difference"] = 9e-6  # within the bound, above the rest
+    for values in changed.values():
+        values["data_note"] = "a data set of the test's"
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        before = load_comparisons(PAGE, results)["measured"][framework][4]
+        summary = "\n".join(load_comparisons(PAGE, changed)["SUMMARY"])
+    assert f"{framework} {2 * before:.2f}×" in summary
+    assert "data: a data set of the test's;" in summary
+    assert f"at most 9e-06 ({framework};" in summary
+
+
 # ---- faults ---------------------------------------------------------------------------
 
 # PyTorch's launcher (torchrun) and MPICH's (whose gforker exits 0 when a rank dies, so the

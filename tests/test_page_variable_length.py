@@ -21,7 +21,7 @@ import pytest
 from conftest import assert_a_failed_proof_stops_the_page, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
-from rosetta_utils.equivalence import equivalence_table, failures
+from rosetta_utils.equivalence import equivalence_table, failures, max_abs_difference
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.gru import random_gru_weights
 from rosetta_utils.tab_results import TabRun
@@ -423,3 +423,71 @@ def test_the_study_verdict_can_go_either_way(comparison):
         assert same_model(differences(agreeing)) == "the same model", framework
         shifted = {**loop, "mean": loop["mean"] + 1e-3}
         assert same_model(differences({**run.study, "unrolled": shifted})).startswith("NOT"), framework
+
+
+# -- the Summary ------------------------------------------------------------------------------
+
+
+def measured_trap(run, name):
+    """A trap's difference from what is right, measured here from a part's results."""
+    trap = run["traps"][name]
+    return max_abs_difference(trap["got"], trap["expected"])
+
+
+def span(values):
+    low, high = f"{min(values):.2g}", f"{max(values):.2g}"
+    return low if low == high else f"{low} to {high}"
+
+
+def test_the_summary_states_what_the_parts_computed(parts, comparison):
+    """The Summary's numbers against the parts' own results, recomputed here."""
+    summary = "\n".join(comparison["SUMMARY"])
+    alone = max(max_abs_difference(run["batch"][name], run["alone"][name])
+                for run in parts.values() for name in QUANTITIES)
+    assert f"outputs, last states and mean within {alone:.1e}" in summary
+    no_lengths = [measured_trap(run, next(name for name in TRAPS[fw] if name.startswith("padded")))
+                  for fw, run in parts.items()]
+    assert f"every framework reads the padding: off by {span(no_lengths)}." in summary
+    over_t = [max_abs_difference(np.asarray(run["batch"]["outputs"]).mean(axis=1), run["batch"]["mean"])
+              for run in parts.values()]
+    assert f"zeroed outputs is off by {span(over_t)} in every framework" in summary
+    if "pytorch" in parts:
+        last = measured_trap(parts["pytorch"], "outputs[:, -1] of the padded batch as the last state")
+        assert f"`outputs[:, -1]` as the last state is off by {last:.2g}" in summary
+    if "mxnet" in parts:
+        ignored = measured_trap(parts["mxnet"], "GRU(use_sequence_length=True) told the lengths vs told "
+                                                "every row is full")
+        assert f"told them or not, it differs by {ignored:.2g})" in summary
+    for fw, run in parts.items():
+        full = run["step_seconds"]["all T"]
+        assert f"{fw} {full['lengths'] / full['padded']:.2f}×" in summary, fw
+        if "unrolled seconds" in run["study"]:
+            ratio = run["study"]["unrolled seconds"] / run["study"]["loop seconds"]
+            assert f"{fw} {ratio:.2f}×" in summary, fw
+
+
+def test_the_summary_follows_the_runs(parts, monkeypatch, tmp_path):
+    """Changed results give a changed Summary: lengths that cost 1.2× with every row
+    full and save half the step at lengths in [1, T], with no noise, are said so, and so
+    is a padded batch 4.5 off."""
+    monkeypatch.setenv("ROSETTA_RESULTS_DIR", str(tmp_path))  # these records go nowhere
+    framework = AVAILABLE[0]
+    changed = {name: dict(values) for name, values in parts.items()}
+    changed[framework]["step_seconds"] = {
+        "all T": {"padded": 1.0, "lengths": 1.2},
+        "uniform in [T/2, T]": {"padded": 1.0, "lengths": 0.9},
+        "uniform in [1, T]": {"padded": 1.0, "lengths": 0.6},
+    }
+    import matplotlib
+
+    matplotlib.use("Agg")
+    padded = next(name for name in TRAPS[framework] if name.startswith("padded"))
+    expected = parts[framework]["traps"][padded]["expected"]
+    wrong = {name: np.asarray(value) + 4.5 for name, value in expected.items()}
+    traps = dict(parts[framework]["traps"])
+    traps[padded] = {**traps[padded], "got": wrong}  # the padding read as 4.5 off
+    changed[framework]["traps"] = traps
+    summary = "\n".join(load_comparisons(PAGE, changed)["SUMMARY"])
+    assert f"{framework} 1.20×" in summary
+    assert f"beyond this run's noise: {framework} 50% faster" in summary
+    assert "every framework reads the padding: off by " in summary and " to 4.5." in summary
