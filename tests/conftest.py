@@ -145,6 +145,24 @@ def smoke_offline(patch: pytest.MonkeyPatch, results_dir: Path | None = None) ->
         patch.setenv("ROSETTA_RESULTS_DIR", str(results_dir))
 
 
+def comparisons_with_records(page: Path, parts, folder: Path, *records) -> dict:
+    """A page's comparison cells run on ``parts``, with ``records`` (keyword arguments of
+    record_result) as the only results the build's and the curated folder hold (both under
+    ``folder``): how a lessons page shows GPU records it has, or says it has none."""
+    from rosetta_book.chapter import load_comparisons
+    from rosetta_utils.results import record_result
+
+    build, curated = folder / "build", folder / "curated"
+    curated.mkdir(parents=True, exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch, build)
+        patch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
+        patch.setenv("MPLBACKEND", "Agg")
+        for record in records:
+            record_result(folder=build, **record)
+        return load_comparisons(page, parts)
+
+
 @pytest.fixture
 def offline_smoke(monkeypatch):
     """A page's run as `make test` does it (see smoke_offline), for one test."""

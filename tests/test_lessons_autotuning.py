@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, assert_knob_table_complete, framework_process_output, smoke_offline
-from rosetta_book.chapter import load_comparisons, run_framework_parts
+from conftest import (AVAILABLE, assert_knob_table_complete, comparisons_with_records, framework_process_output,
+                      smoke_offline)
+from rosetta_book.chapter import run_framework_parts
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.results import record_result
 from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "autotuning.md"
@@ -78,23 +78,9 @@ def parts():
         yield run_framework_parts(PAGE, AVAILABLE)
 
 
-def comparisons_with_records(parts, folder, *records):
-    """The page's comparison cells, with ``records`` (keyword arguments of
-    record_result) as the only results the build and the curated folder hold."""
-    build, curated = folder / "build", folder / "curated"
-    curated.mkdir(parents=True, exist_ok=True)
-    with pytest.MonkeyPatch.context() as patch:
-        smoke_offline(patch, build)
-        patch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
-        patch.setenv("MPLBACKEND", "Agg")
-        for record in records:
-            record_result(folder=build, **record)
-        return load_comparisons(PAGE, parts)
-
-
 @pytest.fixture(scope="module")
 def comparison(parts, tmp_path_factory):
-    return comparisons_with_records(parts, tmp_path_factory.mktemp("autotuning-results"))
+    return comparisons_with_records(PAGE, parts, tmp_path_factory.mktemp("autotuning-results"))
 
 
 def test_the_knob_table_has_every_switch_and_a_cell_for_every_framework(comparison):
@@ -209,7 +195,7 @@ def test_a_gpu_record_is_shown_and_a_cpu_one_never(parts, tmp_path):
                 "metrics": {"first_step_seconds": first, "median_seconds": median, "iqr_seconds": median / 10,
                             "bitwise_equal_runs": equal}}
 
-    found = comparisons_with_records(parts, tmp_path,
+    found = comparisons_with_records(PAGE, parts, tmp_path,
                                      record("cudnn.benchmark off", "NVIDIA H200", 0.5, 0.004, True),
                                      record("cudnn.benchmark on", "NVIDIA H200", 2.0, 0.003, False),
                                      record("cudnn.benchmark on", "cpu", 99.0, 9.0, True))

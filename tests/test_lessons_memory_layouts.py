@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 
 from conftest import (
+    comparisons_with_records,
     AVAILABLE,
     IN_PROCESS_PARAMS,
     assert_a_failed_proof_stops_the_page,
     assert_knob_table_complete,
     smoke_offline,
 )
-from rosetta_book.chapter import load_comparisons, run_framework_parts
-from rosetta_utils.results import record_result
+from rosetta_book.chapter import run_framework_parts
 from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "memory_layouts.md"
@@ -51,24 +51,10 @@ def parts():
         yield run_framework_parts(PAGE, AVAILABLE)
 
 
-def comparisons_with_records(parts, folder, *records):
-    """The page's comparison cells, with ``records`` (keyword arguments of
-    record_result) as the only results the build and the curated folder hold."""
-    build, curated = folder / "build", folder / "curated"
-    curated.mkdir(parents=True, exist_ok=True)
-    with pytest.MonkeyPatch.context() as patch:
-        smoke_offline(patch, build)
-        patch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
-        patch.setenv("MPLBACKEND", "Agg")
-        for record in records:
-            record_result(folder=build, **record)
-        return load_comparisons(PAGE, parts)
-
-
 @pytest.fixture(scope="module")
 def comparison(parts, tmp_path_factory):
     """The page's comparison cells, run on what each framework's part left."""
-    return comparisons_with_records(parts, tmp_path_factory.mktemp("layouts-results"))
+    return comparisons_with_records(PAGE, parts, tmp_path_factory.mktemp("layouts-results"))
 
 
 def test_the_knob_table_has_a_row_per_switch_and_a_cell_per_framework(comparison):
@@ -273,7 +259,7 @@ def test_a_gpu_record_is_shown_and_a_cpu_one_never(parts, tmp_path):
                                              "dtype": dtype},
                 "metrics": {"median_seconds": seconds, "iqr_seconds": seconds / 10}}
 
-    found = comparisons_with_records(parts, tmp_path, record("NCHW", "NVIDIA H200", 0.004),
+    found = comparisons_with_records(PAGE, parts, tmp_path, record("NCHW", "NVIDIA H200", 0.004),
                                      record("channels_last", "NVIDIA H200", 0.002),
                                      record("channels_last", "cpu", 9.0))
     assert [(row[1], row[4]) for row in found["GPU_ROWS"]] == [("NVIDIA H200", "NCHW"),

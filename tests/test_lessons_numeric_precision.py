@@ -18,16 +18,16 @@ import numpy as np
 import pytest
 
 from conftest import (
+    comparisons_with_records,
     AVAILABLE,
     assert_a_failed_proof_stops_the_page,
     assert_knob_table_complete,
     framework_process_output,
     smoke_offline,
 )
-from rosetta_book.chapter import load_comparisons, run_framework_parts
+from rosetta_book.chapter import run_framework_parts
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.knob_table import NOT_REPORTED, knob_rows, missing_cells
-from rosetta_utils.results import record_result
 from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "numeric_precision.md"
@@ -66,23 +66,9 @@ def parts():
         yield run_framework_parts(PAGE, AVAILABLE)
 
 
-def comparisons_with_records(parts, folder, *records):
-    """The page's comparison cells, with ``records`` (keyword arguments of
-    record_result) as the only results the build and the curated folder hold."""
-    build, curated = folder / "build", folder / "curated"
-    curated.mkdir(parents=True, exist_ok=True)
-    with pytest.MonkeyPatch.context() as patch:
-        smoke_offline(patch, build)
-        patch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
-        patch.setenv("MPLBACKEND", "Agg")
-        for record in records:
-            record_result(folder=build, **record)
-        return load_comparisons(PAGE, parts)
-
-
 @pytest.fixture(scope="module")
 def comparison(parts, tmp_path_factory):
-    return comparisons_with_records(parts, tmp_path_factory.mktemp("precision-results"))
+    return comparisons_with_records(PAGE, parts, tmp_path_factory.mktemp("precision-results"))
 
 
 def test_the_knob_table_has_every_switch_and_a_cell_for_every_framework(comparison):
@@ -241,7 +227,7 @@ def test_a_gpu_record_is_shown_and_a_cpu_one_never(parts, tmp_path):
                 "metrics": {"median_seconds": seconds, "iqr_seconds": seconds / 10,
                             "max_abs_error": error, "relative_error": error}}
 
-    found = comparisons_with_records(parts, tmp_path, record("float32", "NVIDIA H200", 0.004, 3e-7),
+    found = comparisons_with_records(PAGE, parts, tmp_path, record("float32", "NVIDIA H200", 0.004, 3e-7),
                                      record("tf32", "NVIDIA H200", 0.002, 4e-4),
                                      record("tf32", "cpu", 9.0, 1.0))
     rows = found["GPU_ROWS"]
