@@ -240,3 +240,49 @@ def test_the_rate_table_has_a_row_per_pipeline_on_the_labelled_stand_in(comparis
 def test_the_measurements_run_on_the_pinned_cores(comparison):
     assert comparison["CORES"] == sorted(os.sched_getaffinity(0))
     assert comparison["WORKERS"] == len(comparison["CORES"])
+
+
+def summary_findings(summary, framework, rates):
+    """What the Summary must say of ``framework``'s training: its own pipeline with the
+    highest median rate, the median and quartiles of its rounds' ratios to the numpy
+    batches (recomputed here), and whether that gain is within ten percent."""
+    own = {name: float(np.median(values)) for name, values in rates.items() if name != "numpy batches"}
+    best = max(own, key=own.get)
+    lower, middle, upper = np.percentile(np.asarray(rates[best]) / np.asarray(rates["numpy batches"]),
+                                         [25, 50, 75])
+    trained = next(line for line in summary if line.startswith("Trained"))
+    said = next(part for part in trained.split("; ") if f"{framework} `{best}` " in part)
+    assert f"{middle:.2f}x" in said and said.rstrip(".").endswith(f"[{lower:.2f} to {upper:.2f}]"), said
+    verdicts = next(line for line in summary if "negligible" in line and line.startswith("The reference"))
+    holds, fails = verdicts.split("holds in training for: ")[1].split("; not for: ")
+    assert (framework in holds.split(", ")) == (abs(middle - 1) <= 0.10), verdicts
+    assert (framework in fails.rstrip(".").split(", ")) != (abs(middle - 1) <= 0.10), verdicts
+    return middle
+
+
+def test_the_summary_states_what_the_runs_measured_and_follows_them(parts, comparison):
+    """The Summary's findings are the runs' own (recomputed here), say where they were
+    measured and that no GPU measured them; a framework whose own pipeline trains twice as
+    fast as its numpy batches is then named as not negligible."""
+    summary = comparison["SUMMARY"]
+    for framework, run in comparison["runs"].items():
+        summary_findings(summary, framework, run.training_rates)
+    checks = len(comparison["CHECKS"]) * len(comparison["runs"])
+    assert summary[0].startswith(f"Augmentation: {checks} of {checks} checks agree")
+    assert "smoke profile on synthetic stand-in, not CIFAR-10" in summary[-2]
+    assert f"sharing {len(comparison['CORES'])} pinned cores" in summary[-2]
+    assert summary[-1].startswith("GPU: not measured on a GPU yet (every part ran on the CPU")
+
+    framework = AVAILABLE[0]
+    changed = {name: dict(values) for name, values in parts.items()}
+    rates = {name: list(values) for name, values in parts[framework]["training_rates"].items()}
+    for name in rates:
+        if name != "numpy batches":
+            rates[name] = [2 * rate for rate in rates["numpy batches"]]
+    changed[framework] = dict(changed[framework], training_rates=rates)
+    with pytest.MonkeyPatch.context() as patch:
+        smoke_offline(patch)
+        patch.setenv("MPLBACKEND", "Agg")
+        again = load_comparisons(PAGE, changed)["SUMMARY"]
+    assert summary_findings(again, framework, rates) == pytest.approx(2.0)
+    assert "2.00x, faster [2.00 to 2.00]" in again[1]

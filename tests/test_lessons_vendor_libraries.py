@@ -286,6 +286,39 @@ def test_the_gpu_table_shows_the_fused_rnn_records_of_a_gpu_only(parts, tmp_path
     row = dict(zip(headers, rows[0]))
     assert (row["framework"], row["device"], row["setting"], row["median_seconds"]) == (
         "pytorch", "NVIDIA H200", "nn.GRU (cuDNN)", 0.004)
+    assert shown["SUMMARY"][-1].startswith(
+        "GPU: the device check's records, fused GRU step (median): pytorch `nn.GRU (cuDNN)` on NVIDIA H200 0.004 s")
+
+
+def test_the_summary_states_what_the_runs_measured(comparison):
+    """The Summary's findings are the runs' own: each off/on ratio with its quartiles, the
+    A/A noise and the observation, recomputed here from the rounds' seconds; what a framework
+    could not compare, and why; what the log showed; where it ran, and no GPU record."""
+    summary = comparison["SUMMARY"]
+    assert comparison["noise_of"], "no A/A noise was measured"
+    for (framework, step), noise in comparison["noise_of"].items():
+        steps = comparison["runs"][framework].step_seconds
+        ratios = np.array(steps["off"][step]) / np.array(steps["on"][step])
+        lower, middle, upper = np.percentile(ratios, [25, 50, 75])
+        observation = comparison["on_off_observation"](float(middle), noise)
+        assert (f"{framework} {step} {middle:.2f} ({lower:.2f} to {upper:.2f}), noise {noise:.3f}: "
+                f"{observation}") in summary[0], (framework, step)
+    for framework, (setting, why) in MISSING.items():
+        if framework in comparison["runs"]:
+            assert f"{framework} ({why}" in summary[1], framework
+    for framework, setting, step in KNOWN_FAILURES:
+        if framework in comparison["runs"]:
+            assert f"{framework} {step} (failed: " in summary[1]
+    runs = comparison["runs"]
+    if "pytorch" in runs:
+        assert "pytorch `convolution`" in summary[2]
+    if "chainer" in runs:
+        assert "chainer none" in summary[2]
+    if "mxnet" in runs:
+        assert "mxnet (fused: training forward" in summary[2]
+    assert "in the smoke profile" in summary[3] and "GRU step: synthetic stand-in, not IMDB" in summary[3]
+    assert f"on {len(comparison['CORES'])} pinned cores" in summary[3]
+    assert summary[-1] == "GPU: not measured on a GPU yet (no device-check record)."
 
 
 def page_string(framework, name):
