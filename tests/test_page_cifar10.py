@@ -213,3 +213,47 @@ def test_the_bench_finds_the_pages_configuration_in_tensorflow(tensorflow_part):
 
 def test_the_equivalence_check_runs_in_true_float32_and_timing_with_the_defaults(comparison):
     assert_true_float32_equivalence(comparison["runs"])
+
+
+# ---- the Summary -----------------------------------------------------------------------
+
+def summary_shown(namespace, monkeypatch):
+    """What the page's Summary cell shows, run again on the comparison cells' namespace
+    (a copy: ``namespace`` is left as it was)."""
+    import IPython.display
+
+    from rosetta_book.page import Page
+
+    page = Page.read(PAGE)
+    (source,) = [source for index, source in page.code_cells(page.comparison_part())
+                 if page.section_of(index) == "Summary"]
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **_: shown.extend(objects))
+    exec(compile(source, f"{PAGE.name} (Summary)", "exec"), dict(namespace))  # noqa: S102 - the page's cell
+    return "\n".join(getattr(shown_object, "data", str(shown_object)) for shown_object in shown)
+
+
+def test_the_summary_shows_what_the_parts_computed(comparison, monkeypatch):
+    """The Summary's bullets, as the page shows them, against the parts' own results; and a
+    framework whose verdict failed is counted out."""
+    summary = summary_shown(comparison, monkeypatch)
+    assert summary == "\n".join(f"- {line}" for line in comparison["SUMMARY"])  # what the page shows
+    runs = comparison["runs"]
+    assert summary.count("\n- ") == 5 and f"smoke profile on {runs['pytorch'].environment['device']}" in summary
+    assert "data: synthetic stand-in, not CIFAR-10 (labelled synthetic data" in summary
+    assert f"Parameters: {PARAMETERS:,} in all {len(AVAILABLE)} frameworks" in summary
+    others = len(AVAILABLE) - 1
+    assert f"Equivalence: {others} of {others} frameworks compute PyTorch's function" in summary
+    for framework, run in runs.items():
+        steady = comparison["images_per_epoch"] / min(run.epoch_seconds[1:])
+        assert f"{framework} {steady:,.0f} (later epoch" in summary, framework
+        assert f"{framework} {run.test_accuracy:.4f}" in summary, framework
+        assert f"{framework} {run.test_accuracy - run.accuracy_dropout_on:+.4f}" in summary, framework
+    if others:
+        framework = next(fw for fw in AVAILABLE if fw != "pytorch")
+        rows = [[*row[:-1], "DIFFERS (1 > 0.0001)"] if row[0] == framework else row
+                for row in comparison["equivalence_rows"]]
+        failed = summary_shown(dict(comparison, equivalence_rows=rows), monkeypatch)
+        assert f"Equivalence: {others - 1} of {others} frameworks" in failed
+        still = [fw for fw in AVAILABLE if fw not in ("pytorch", framework)]
+        assert not still or f"PyTorch's function ({', '.join(still)}):" in failed

@@ -497,3 +497,58 @@ def test_the_bench_finds_the_pages_configuration(framework, request):
 
 def test_the_equivalence_check_runs_in_true_float32_and_timing_with_the_defaults(comparison):
     assert_true_float32_equivalence(comparison["runs"])
+
+
+# --- Summary -----------------------------------------------------------------------------------
+
+
+def summary_shown(namespace, monkeypatch):
+    """What the page's Summary cell shows, run again on the comparison cells' namespace
+    (a copy: ``namespace`` is left as it was)."""
+    import IPython.display
+
+    from rosetta_book.page import Page
+
+    page = Page.read(PAGE)
+    (source,) = [source for index, source in page.code_cells(page.comparison_part())
+                 if page.section_of(index) == "Summary"]
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **_: shown.extend(objects))
+    exec(compile(source, f"{PAGE.name} (Summary)", "exec"), dict(namespace))  # noqa: S102 - the page's cell
+    return "\n".join(getattr(shown_object, "data", str(shown_object)) for shown_object in shown)
+
+
+def test_the_summary_shows_what_the_parts_computed(comparison, monkeypatch):
+    """The Summary's bullets, as the page shows them, against the parts' own results; and a
+    framework whose verdict failed is counted out."""
+    summary = summary_shown(comparison, monkeypatch)
+    assert summary == "\n".join(f"- {line}" for line in comparison["SUMMARY"])  # what the page shows
+    runs = comparison["runs"]
+    lines = summary.split("\n")
+    assert len(lines) == 6 and f"smoke profile on {runs['pytorch'].environment['device']}" in lines[0]
+    assert f"weights: {STAND_IN_MARK}" in lines[0] and "data: synthetic stand-in, not CIFAR-10" in lines[0]
+    assert "(a labelled stand-in: see the transfer below)" in lines[0]
+    v1 = [fw for fw in runs if fw != "pytorch"]
+    assert "v1.5: pytorch" in lines[1] and (not v1 or f"v1: {', '.join(v1)}" in lines[1])
+    others = len(AVAILABLE) - 1
+    assert f"convolution biases aside: {TORCHVISION_PARAMETERS:,} in all {len(AVAILABLE)} frameworks" in lines[2]
+    assert f"{others} of {others} frameworks compute PyTorch's features" in lines[2]
+    assert ("Keras's own pretrained model gives the same features" in lines[2]) \
+        == (comparison["same_file_verdicts"] == {"tensorflow": "agrees"})
+    assert f"test mode in {len(AVAILABLE)} of {len(AVAILABLE)}" in lines[3]
+    assert f"no autograd graph recorded in {len(AVAILABLE)}." in lines[3]
+    n_timed = comparison["N_BATCHES"] * comparison["BATCH"]
+    for framework, run in runs.items():
+        assert f"{framework} {run.timed_seconds / n_timed * 1000:.2f} s, {run.peak_memory_mb:,.0f} MB" in lines[4]
+        assert f"{framework} {comparison['accuracies'][framework]:.3f}" in lines[5]
+    assert "mechanics only" in lines[5]
+    if others:
+        framework = next(fw for fw in AVAILABLE if fw != "pytorch")
+        rows = [[*row[:-1], "DIFFERS (1 > 0.001)"] if row[0] == framework else row
+                for row in comparison["equivalence_rows"]]
+        failed = summary_shown(dict(comparison, equivalence_rows=rows), monkeypatch)
+        assert f"{others - 1} of {others} frameworks compute PyTorch's features" in failed
+    rows = [[*row[:2], "DIFFERS (1 > 0.0001)", row[3]] if row[0] == "pytorch" else row
+            for row in comparison["inference_rows"]]
+    failed = summary_shown(dict(comparison, inference_rows=rows), monkeypatch)
+    assert f"test mode in {len(AVAILABLE) - 1} of {len(AVAILABLE)}" in failed
