@@ -110,10 +110,10 @@ browser:
 unit-tests: unit-tests-current $(if $(LEGACY_FRAMEWORKS),unit-tests-legacy)
 
 unit-tests-current: $(CURRENT_STAMP)
-	ROSETTA_OFFLINE=1 $(BIN)/python -m pytest -q --ignore-glob='tests/test_built_*.py'
+	ROSETTA_OFFLINE=1 $(BIN)/python -m pytest -q --durations=15 --ignore-glob='tests/test_built_*.py'
 
 unit-tests-legacy: $(LEGACY_STAMP)
-	ROSETTA_OFFLINE=1 ROSETTA_TEST_ENVIRONMENT=legacy $(LEGACY)/bin/python -m pytest -q --ignore-glob='tests/test_built_*.py'
+	ROSETTA_OFFLINE=1 ROSETTA_TEST_ENVIRONMENT=legacy $(LEGACY)/bin/python -m pytest -q --durations=15 --ignore-glob='tests/test_built_*.py'
 
 book-smoke: $(STAMPS)
 	ROSETTA_PROFILE=smoke ROSETTA_OFFLINE=1 $(MAKE) --no-print-directory book
