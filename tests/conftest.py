@@ -20,6 +20,12 @@ from rosetta_utils.frameworks import _use_stdlib_distutils, is_installed, select
 #: every test; ``legacy`` runs only those marked ``legacy``, which import MXNet or Chainer
 #: in the test's own process (in the current run their legacy cases are absent or skip).
 TEST_ENVIRONMENT = check_environment(os.environ.get("ROSETTA_TEST_ENVIRONMENT", "current"))
+if TEST_ENVIRONMENT == "legacy":
+    # Chainer's Caffe protobufs predate protobuf 4 and need its Python parser, which protobuf
+    # chooses when it is first imported. A page's Chainer cell sets it before its import (the
+    # build runs each part in a fresh process); in this test process onnx (the moving-models
+    # and checkpoint tests) imports protobuf first, so the choice is made here, for all.
+    os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
 LEGACY_FRAMEWORKS = ENVIRONMENTS["legacy"]
 
 #: The frameworks under test: the ones the build selects (``ROSETTA_FRAMEWORKS``, default
