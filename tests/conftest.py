@@ -169,6 +169,22 @@ def comparisons_with_records(page: Path, parts, folder: Path, *records) -> dict:
         return load_comparisons(page, parts)
 
 
+def summary_shown(page_path: Path, namespace: dict, monkeypatch: pytest.MonkeyPatch) -> str:
+    """What a page's Summary cell shows, run again on its comparison cells' namespace (a
+    copy: ``namespace`` is left as it was): the text of every object it displays."""
+    import IPython.display
+
+    from rosetta_book.page import Page
+
+    page = Page.read(page_path)
+    (source,) = [source for index, source in page.code_cells(page.comparison_part())
+                 if page.section_of(index) == "Summary"]
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **_: shown.extend(objects))
+    exec(compile(source, f"{page_path.name} (Summary)", "exec"), dict(namespace))  # noqa: S102 - the page's cell
+    return "\n".join(getattr(shown_object, "data", str(shown_object)) for shown_object in shown)
+
+
 @pytest.fixture
 def offline_smoke(monkeypatch):
     """A page's run as `make test` does it (see smoke_offline), for one test."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (comparisons_as_built, parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
+from conftest import (summary_shown, comparisons_as_built, parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
                       assert_true_float32_equivalence, smoke_offline)
 from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tasks import TASKS, page_configuration
@@ -217,26 +217,11 @@ def test_the_equivalence_check_runs_in_true_float32_and_timing_with_the_defaults
 
 # ---- the Summary -----------------------------------------------------------------------
 
-def summary_shown(namespace, monkeypatch):
-    """What the page's Summary cell shows, run again on the comparison cells' namespace
-    (a copy: ``namespace`` is left as it was)."""
-    import IPython.display
-
-    from rosetta_book.page import Page
-
-    page = Page.read(PAGE)
-    (source,) = [source for index, source in page.code_cells(page.comparison_part())
-                 if page.section_of(index) == "Summary"]
-    shown = []
-    monkeypatch.setattr(IPython.display, "display", lambda *objects, **_: shown.extend(objects))
-    exec(compile(source, f"{PAGE.name} (Summary)", "exec"), dict(namespace))  # noqa: S102 - the page's cell
-    return "\n".join(getattr(shown_object, "data", str(shown_object)) for shown_object in shown)
-
 
 def test_the_summary_shows_what_the_parts_computed(comparison, monkeypatch):
     """The Summary's bullets, as the page shows them, against the parts' own results; and a
     framework whose verdict failed is counted out."""
-    summary = summary_shown(comparison, monkeypatch)
+    summary = summary_shown(PAGE, comparison, monkeypatch)
     assert summary == "\n".join(f"- {line}" for line in comparison["SUMMARY"])  # what the page shows
     runs = comparison["runs"]
     assert summary.count("\n- ") == 5 and f"smoke profile on {runs['pytorch'].environment['device']}" in summary

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
+from conftest import (summary_shown, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
                       assert_true_float32_equivalence, in_a_process_of_its_own, smoke_offline)
 from local_http_server import LocalHTTPServer
 from rosetta_book.bench.tasks import TASKS, page_configuration
@@ -502,26 +502,10 @@ def test_the_equivalence_check_runs_in_true_float32_and_timing_with_the_defaults
 # --- Summary -----------------------------------------------------------------------------------
 
 
-def summary_shown(namespace, monkeypatch):
-    """What the page's Summary cell shows, run again on the comparison cells' namespace
-    (a copy: ``namespace`` is left as it was)."""
-    import IPython.display
-
-    from rosetta_book.page import Page
-
-    page = Page.read(PAGE)
-    (source,) = [source for index, source in page.code_cells(page.comparison_part())
-                 if page.section_of(index) == "Summary"]
-    shown = []
-    monkeypatch.setattr(IPython.display, "display", lambda *objects, **_: shown.extend(objects))
-    exec(compile(source, f"{PAGE.name} (Summary)", "exec"), dict(namespace))  # noqa: S102 - the page's cell
-    return "\n".join(getattr(shown_object, "data", str(shown_object)) for shown_object in shown)
-
-
 def test_the_summary_shows_what_the_parts_computed(comparison, monkeypatch):
     """The Summary's bullets, as the page shows them, against the parts' own results; and a
     framework whose verdict failed is counted out."""
-    summary = summary_shown(comparison, monkeypatch)
+    summary = summary_shown(PAGE, comparison, monkeypatch)
     assert summary == "\n".join(f"- {line}" for line in comparison["SUMMARY"])  # what the page shows
     runs = comparison["runs"]
     lines = summary.split("\n")
