@@ -238,7 +238,7 @@ def test_the_summary_shows_what_the_parts_computed(comparison, monkeypatch):
         framework = next(fw for fw in AVAILABLE if fw != "pytorch")
         rows = [[*row[:-1], "DIFFERS (1 > 0.0001)"] if row[0] == framework else row
                 for row in comparison["equivalence_rows"]]
-        failed = summary_shown(dict(comparison, equivalence_rows=rows), monkeypatch)
+        failed = summary_shown(PAGE, dict(comparison, equivalence_rows=rows), monkeypatch)
         assert f"Equivalence: {others - 1} of {others} frameworks" in failed
         still = [fw for fw in AVAILABLE if fw not in ("pytorch", framework)]
         assert not still or f"PyTorch's function ({', '.join(still)}):" in failed

@@ -321,11 +321,11 @@ def test_the_summary_shows_what_the_parts_computed(page, monkeypatch):
         assert f"{framework} {page['reviews_per_second'][framework]:,.0f} (" in summary, framework
         assert f"{framework} {run.test_accuracy:.4f}" in summary, framework
     rows = [[*row[:-1], "DIFFERS (1 > 1e-05)"] if row[0] == "pytorch" else row for row in page["padding_rows"]]
-    failed = summary_shown(dict(page, padding_rows=rows), monkeypatch)
+    failed = summary_shown(PAGE, dict(page, padding_rows=rows), monkeypatch)
     assert f"alone in {len(AVAILABLE) - 1} of {len(AVAILABLE)} frameworks" in failed
     if others:
         framework = next(fw for fw in AVAILABLE if fw != "pytorch")
         rows = [[*row[:-1], "DIFFERS (1 > 0.0001)"] if row[0] == framework else row
                 for row in page["equivalence_rows"]]
-        failed = summary_shown(dict(page, equivalence_rows=rows), monkeypatch)
+        failed = summary_shown(PAGE, dict(page, equivalence_rows=rows), monkeypatch)
         assert f"Equivalence: {others - 1} of {others} frameworks" in failed

@@ -530,9 +530,9 @@ def test_the_summary_shows_what_the_parts_computed(comparison, monkeypatch):
         framework = next(fw for fw in AVAILABLE if fw != "pytorch")
         rows = [[*row[:-1], "DIFFERS (1 > 0.001)"] if row[0] == framework else row
                 for row in comparison["equivalence_rows"]]
-        failed = summary_shown(dict(comparison, equivalence_rows=rows), monkeypatch)
+        failed = summary_shown(PAGE, dict(comparison, equivalence_rows=rows), monkeypatch)
         assert f"{others - 1} of {others} frameworks compute PyTorch's features" in failed
     rows = [[*row[:2], "DIFFERS (1 > 0.0001)", row[3]] if row[0] == "pytorch" else row
             for row in comparison["inference_rows"]]
-    failed = summary_shown(dict(comparison, inference_rows=rows), monkeypatch)
+    failed = summary_shown(PAGE, dict(comparison, inference_rows=rows), monkeypatch)
     assert f"test mode in {len(AVAILABLE) - 1} of {len(AVAILABLE)}" in failed
