@@ -5,7 +5,7 @@ import time
 import pytest
 
 from rosetta_utils.tables import markdown_table
-from rosetta_utils.timing import Timing, format_seconds, measure
+from rosetta_utils.timing import NEITHER_FASTER, Timing, faster, format_seconds, measure, median_and_iqr
 
 
 def test_measure_runs_warmup_untimed_and_synchronizes_inside_the_clock():
@@ -69,3 +69,21 @@ def test_markdown_table_and_its_errors():
 def test_a_single_run_prints_as_one_number_without_a_spread():
     assert str(Timing((1.56,))) == "1.56 s (one run)"
     assert "±" in str(Timing((1.0, 2.0)))
+
+
+def test_faster_is_said_only_when_the_spreads_do_not_overlap():
+    fast, slow = [1.0, 1.1, 1.2, 1.0, 1.1], [2.0, 2.2, 2.1, 1.9, 2.0]
+    assert faster(fast, slow) == "first" and faster(slow, fast) == "second"
+    # a lower median is not enough: these IQRs (1.2 to 1.6, 1.5 to 1.7) overlap
+    assert faster([1.0, 1.2, 1.4, 1.6, 1.8], [1.3, 1.5, 1.5, 1.7, 1.9]) == NEITHER_FASTER
+    # touching quartiles overlap too
+    assert faster([1.0, 2.0, 2.0, 2.0], [2.0, 2.0, 2.0, 3.0]) == NEITHER_FASTER
+
+
+def test_median_and_iqr_are_numpys_linear_quartiles():
+    import numpy as np
+
+    assert median_and_iqr([1.0, 2.0, 3.0, 4.0, 5.0]) == (3.0, 2.0)
+    values = [0.3, 0.1, 0.7, 0.2, 0.9, 0.4]
+    low, median, high = np.percentile(values, [25, 50, 75])
+    assert median_and_iqr(values) == pytest.approx((median, high - low))

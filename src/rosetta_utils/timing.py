@@ -58,6 +58,30 @@ class Timing:
         return f"{format_seconds(self.median)} ± {format_seconds(self.spread)} (median of {len(self.seconds)})"
 
 
+def median_and_iqr(seconds: Sequence[float]) -> tuple[float, float]:
+    """The median and the interquartile range of repeated timings (numpy's default,
+    linear, quartiles)."""
+    timing = Timing(tuple(float(value) for value in seconds))
+    return timing.median, timing.iqr
+
+
+#: What :func:`faster` says when neither alternative's quartiles lie clear of the other's.
+NEITHER_FASTER = "neither (the IQRs overlap)"
+
+
+def faster(first: Sequence[float], second: Sequence[float]) -> str:
+    """Which of two timed alternatives was faster: ``"first"`` or ``"second"``, the one
+    whose upper quartile lies below the other's lower quartile; else
+    :data:`NEITHER_FASTER`. A difference inside the spread is no verdict."""
+    low_1, high_1 = Timing(tuple(first)).quartiles
+    low_2, high_2 = Timing(tuple(second)).quartiles
+    if high_1 < low_2:
+        return "first"
+    if high_2 < low_1:
+        return "second"
+    return NEITHER_FASTER
+
+
 def steady_epoch_seconds(seconds: Sequence[float]) -> float:
     """The time of an epoch once warmed up: the fastest epoch after the first, whose
     time includes compilation and tracing (the only one, if there is one)."""
