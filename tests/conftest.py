@@ -13,7 +13,6 @@ import pytest
 from local_http_server import LocalHTTPServer
 from rosetta_book.environments import ENVIRONMENTS, available_frameworks, check_environment, require_python
 from rosetta_book.one_framework import environment as one_framework_environment
-from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import _use_stdlib_distutils, is_installed, selected_frameworks
 
 #: Which environment this test run is (``make unit-tests`` runs both): ``current`` runs
