@@ -6,6 +6,8 @@
 - Each framework's download holds exactly the page's shared cells and that
   framework's cells, line for line, and reads no name it does not define.
 - Task pages keep the book's order of sections.
+- A page that declares it times nothing (``untimed: true``, whose parts the build
+  runs side by side) reads no clock.
 """
 
 import ast
@@ -160,3 +162,37 @@ def test_a_chapters_records_use_its_results_task(path):
     page = Page.read(path)
     recorded = set(re.findall(r'record_result\(\s*"([\w-]+)"', path.read_text()))
     assert recorded <= {page.results_task}, f"{path.name} records {recorded}, declares {page.results_task}"
+
+
+#: A clock read in a page's code: a page that reads one times something.
+CLOCK = re.compile(r"perf_counter|process_time|\btimeit\b|rosetta_utils\.timing|\btime\.time\(|\bmonotonic\(")
+
+
+def reads_a_clock(source: str) -> list[str]:
+    return CLOCK.findall(source)
+
+
+def test_the_clock_scan_finds_each_way_of_timing():
+    for code in ["import time\nstart = time.perf_counter()", "import timeit", "t = time.time()",
+                 "from rosetta_utils.timing import interleave", "time.monotonic()"]:
+        assert reads_a_clock(code), code
+    assert not reads_a_clock("def interleave(array):\n    return array  # gates, not a timing")
+
+
+@pytest.mark.parametrize("path", [path for path in PAGES if Page.read(path).untimed], ids=page_id)
+def test_a_page_that_declares_it_times_nothing_reads_no_clock(path):
+    """Its parts run side by side in the build (rosetta_book.page_execution.parts_at_once),
+    which would disturb a timing; borrowed code counts too."""
+    page = Page.read(path)
+    for framework in page.frameworks:
+        source = "\n".join(code for _, code in page.code_cells(page.framework_part(framework)))
+        source += page.borrowed_cell(framework) or ""
+        assert not reads_a_clock(source), f"{framework}: {reads_a_clock(source)}"
+    assert not reads_a_clock("\n".join(code for _, code in page.code_cells(page.comparison_part())))
+
+
+def test_the_untimed_pages_are_the_tables_moving_models_and_the_retired_frameworks():
+    """So that a page does not lose its side-by-side run (or a timed page gain one) unseen."""
+    untimed = {page_id(path) for path in PAGES if Page.read(path).untimed}
+    assert untimed == ({page_id(path) for path in PAGES if path.parent.name == "tables"}
+                       | {"book/chapters/moving_models.md", "book/appendix/retired_frameworks.md"})

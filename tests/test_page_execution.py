@@ -125,3 +125,58 @@ def test_the_cache_fingerprint_follows_what_a_part_runs_and_only_that(tmp_path, 
     assert edit("src/rosetta_book/downloads.py")
     assert edit("src/rosetta_book/one_framework/sitecustomize.py")
     assert edit("environments/legacy.txt")
+
+
+def meeting_page(folder: Path, untimed: bool) -> str:
+    """Two parts that each leave a file in ``folder`` and wait up to a minute for the
+    other's: ``value`` says whether each saw the other while it ran."""
+    def part(me: str, other: str) -> str:
+        return (f"import pathlib, time\nfolder = pathlib.Path({str(folder)!r})\n"
+                f"(folder / {me!r}).touch()\nwaited = 0.0\n"
+                f"while not (folder / {other!r}).exists() and waited < {60 if untimed else 3}:\n"
+                "    time.sleep(0.1)\n    waited += 0.1\n"
+                f"value = (folder / {other!r}).exists()")
+    return myst_page("Side by side", code_cell(part("pytorch", "jax"), "pytorch"), code_cell(part("jax", "pytorch"), "jax"),
+                     code_cell("from rosetta_utils.tab_results import load_tab_results\n"
+                               "print({fw: bool(run.value) for fw, run in load_tab_results().items()})",
+                               "comparison"),
+                     front_matter_extra=FRONT + ("untimed: true\n" if untimed else ""))
+
+
+@pytest.mark.parametrize("untimed", [True, False])
+def test_a_page_that_times_nothing_runs_its_parts_side_by_side(write_page, tmp_path, untimed):
+    """Only a page that declares ``untimed: true``: a part beside another would slow a timing.
+    Side by side, each part sees the other's file; one after the other, the first cannot."""
+    from rosetta_book.page_execution import parts_at_once
+
+    folder = tmp_path / "meeting"
+    folder.mkdir()
+    page = Page.read(write_page("side.md", meeting_page(folder, untimed)))
+    assert page.untimed is untimed and parts_at_once(page) == (2 if untimed else 1)
+    cache = get_cache(tmp_path / "cache")
+    executed = execute_page(page, ["pytorch", "jax"], cache, log=lambda line: None)
+    assert [part.name for part in executed.parts] == ["pytorch", "jax", "comparisons"]
+    shown = outputs_of(executed.notebook)[-1]
+    if untimed:
+        assert shown == "{'pytorch': True, 'jax': True}\n"
+    else:
+        assert shown == "{'pytorch': False, 'jax': True}\n"
+    again = execute_page(page, ["pytorch", "jax"], cache, log=lambda line: None)
+    assert [part.cached for part in again.parts] == [True, True, False], "both parts were cached"
+    assert outputs_of(again.notebook)[-1] == shown
+
+
+def test_a_failing_part_of_an_untimed_page_stops_it_naming_the_part(write_page):
+    text = myst_page("Fails", code_cell("import time\ntime.sleep(1)\nvalue = 1", "pytorch"),
+                     code_cell("value = 1 / 0", "jax"), front_matter_extra=FRONT + "untimed: true\n")
+    with pytest.raises(PageExecutionError, match=r"fails.md:\d+: the JAX \(Flax\) part failed.*ZeroDivisionError"):
+        execute_page(Page.read(write_page("fails.md", text)), ["pytorch", "jax"], log=lambda line: None)
+
+
+def test_untimed_must_be_a_boolean(write_page):
+    from rosetta_book.page import PageError
+
+    path = write_page("odd.md", myst_page("Odd", code_cell("value = 1", "jax"),
+                                          front_matter_extra="frameworks: [jax]\nuntimed: sometimes\n"))
+    with pytest.raises(PageError, match="'untimed' must be true or false, not 'sometimes'"):
+        Page.read(path).untimed

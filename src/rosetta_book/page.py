@@ -22,6 +22,10 @@ framework parts then opens with a cell that sets each ``name`` to the text of
 its page's part of that framework, up to the section ``until``
 (:meth:`Page.borrowed_cell`), so that its download carries that code and runs
 where the other pages are not.
+
+A page that times nothing says so (``untimed: true``): the build may then run
+its framework parts side by side (:mod:`rosetta_book.page_execution`), which
+would disturb a page's timings.
 """
 
 from __future__ import annotations
@@ -125,6 +129,14 @@ class Page:
         """The task name of the page's result records (front matter ``results_task``,
         default the page's file name)."""
         return str(self.notebook.metadata.get("results_task") or self.name)
+
+    @property
+    def untimed(self) -> bool:
+        """Whether the page declares that it times nothing (front matter ``untimed: true``)."""
+        value = self.notebook.metadata.get("untimed", False)
+        if not isinstance(value, bool):
+            raise PageError(f"{self.path}: front matter 'untimed' must be true or false, not {value!r}")
+        return value
 
     @property
     def tab_results(self) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ from rosetta_utils.tab_results import RESULTS_FOLDER_VARIABLE, load_tab_results
 #: Seconds a single cell may run (the book's _config.yml sets the build's).
 DEFAULT_TIMEOUT = 1800
 _RESULTS_FILE_GLOB = "*.tab-results.npz"
+#: jupyter-cache's SQLite index is used by one part at a time (parts may run side by side).
+_CACHE_LOCK = threading.Lock()
 
 
 class CacheEntryUnreadable(UserWarning):
@@ -190,6 +193,12 @@ def take_from_cache(page: Page, framework: str, results_folder: Path, cache: Any
     """``framework``'s part as an earlier execution of the same code left it in ``cache``
     (its results written into ``results_folder``), or None if the cache has none."""
     download, origins = download_notebook_with_origins(page, framework)
+    with _CACHE_LOCK:
+        return _take_from_cache(page, framework, results_folder, cache, download, origins)
+
+
+def _take_from_cache(page: Page, framework: str, results_folder: Path, cache: Any, download: Any,
+                     origins: list[int | None]) -> PartRun | None:
     try:
         record = cache.match_cache_notebook(download)
     except KeyError:
@@ -242,11 +251,13 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
         for path in saved:
             (results_folder / path.name).write_bytes(path.read_bytes())
         if cache is not None:
-            cache.cache_notebook_bundle(
-                CacheBundleIn(executed, f"{page.path}#{framework}", artifacts=NbArtifacts(saved, in_folder=scratch),
-                              data={"execution_seconds": seconds}),
-                check_validity=False, overwrite=True,
-            )
+            with _CACHE_LOCK:
+                cache.cache_notebook_bundle(
+                    CacheBundleIn(executed, f"{page.path}#{framework}",
+                                  artifacts=NbArtifacts(saved, in_folder=scratch),
+                                  data={"execution_seconds": seconds}),
+                    check_validity=False, overwrite=True,
+                )
     return PartRun(framework, executed, origins, seconds)
 
 
@@ -269,6 +280,35 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
     return PartRun("comparisons", notebook, origins, seconds)
 
 
+#: How many framework parts of a page that times nothing (front matter ``untimed``) run
+#: side by side: each part waits on imports and its kernel's start for much of its time.
+UNTIMED_PARTS_AT_ONCE = 2
+
+
+def parts_at_once(page: Page) -> int:
+    """How many of ``page``'s framework parts the build runs at a time: one for a page that
+    times anything (a part beside it would slow its timings), else
+    :data:`UNTIMED_PARTS_AT_ONCE`."""
+    return UNTIMED_PARTS_AT_ONCE if page.untimed else 1
+
+
+def _run_parts(run: Callable[[str], PartRun], frameworks: list[str], at_once: int) -> list[PartRun]:
+    """``run`` for each framework, ``at_once`` at a time; the parts in ``frameworks``' order.
+    The first part that fails stops the others from starting, and its error is raised."""
+    if at_once <= 1 or len(frameworks) <= 1:
+        return [run(framework) for framework in frameworks]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="rosetta-part") as pool:
+        futures = [pool.submit(run, framework) for framework in frameworks]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
 def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None,
                  timeout: int = DEFAULT_TIMEOUT, log: Callable[[str], None] = print,
                  log_folder: Path | None = None) -> ExecutedPage:
@@ -278,18 +318,22 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
     part, each comparison cell's from the comparison run, and each shared
     cell's from the comparison run (or, on a page without comparisons, from
     the first framework part that ran). Native output of each part goes to
-    ``log_folder/<page>-<part>.log`` when a folder is given.
+    ``log_folder/<page>-<part>.log`` when a folder is given. A page that times nothing
+    runs :data:`UNTIMED_PARTS_AT_ONCE` parts side by side (:func:`parts_at_once`).
     """
     frameworks = [name for name in page.frameworks if name in set(frameworks)]
     merged = copy.deepcopy(page.notebook)
     executed = ExecutedPage(page, merged)
     with tempfile.TemporaryDirectory(prefix="rosetta-tab-results-") as folder:
-        for framework in frameworks:
+
+        def run(framework: str) -> PartRun:
             part = execute_part(page, framework, Path(folder), cache, timeout, log_folder)
             part.environment = dict(load_tab_results(folder)[framework].environment)
             log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
                 f"({part.seconds:.1f} s)")
-            executed.parts.append(part)
+            return part
+
+        executed.parts.extend(_run_parts(run, frameworks, parts_at_once(page)))
         if page.has_comparisons() or (page.comparison_part() and not frameworks):
             part = run_comparisons(page, Path(folder), timeout, log_folder)
             log(f"{page.name}: comparisons executed ({part.seconds:.1f} s)")
