@@ -1,5 +1,6 @@
 # The two commands of the book:
-#   make book   create the environments if needed, install, build the whole book (executing every page)
+#   make book   create the environments if needed, install, run the benchmark, build the whole book
+#               (executing every page)
 #   make test   the same environments: a smoke build of the whole book, unit tests, checks of its HTML
 #
 # Two environments (environments/README.md), each from its own constraints file:
@@ -72,11 +73,24 @@ export ROSETTA_RESULTS_DIR ?= $(CURDIR)/_build/results
 export ROSETTA_CURRENT_PYTHON := $(CURDIR)/$(CURRENT)/bin/python
 export ROSETTA_LEGACY_PYTHON := $(CURDIR)/$(LEGACY)/bin/python
 
-.PHONY: site-tests book test unit-tests unit-tests-current unit-tests-legacy book-smoke browser gpu-check gpu-dry-run environments clean
+.PHONY: bench site-tests book test unit-tests unit-tests-current unit-tests-legacy book-smoke browser gpu-check gpu-dry-run environments clean
 
-book: $(STAMPS)
+# ROSETTA_BENCH=0 builds without running the benchmark first (the smoke build of `make
+# test` does: it takes minutes per task); its pages then show the newest curated report.
+ROSETTA_BENCH ?= 1
+book: $(STAMPS) $(if $(filter 0,$(ROSETTA_BENCH)),,bench)
 	ROSETTA_BOOK_BUILD=1 $(BIN)/jupyter-book build . --builder html --warningiserror --keep-going
 	@echo "Book built: $(HTML)/index.html"
+
+# The benchmark of the three task pages in the build's profile (rosetta_book.bench): its
+# reports, bench-<task>.json in the build's results folder, are the last table of each
+# task page's Timing section and the Results page's benchmark table.
+BENCH_TASKS := cifar10 resnet50 imdb
+bench: $(STAMPS)
+	@for task in $(BENCH_TASKS); do \
+	  $(BIN)/python -m rosetta_book.bench $$task --frameworks $(subst $(space),$(comma),$(SELECTED)) \
+	    $(if $(ROSETTA_PROFILE),--profile $(ROSETTA_PROFILE)) || exit 1; \
+	done
 
 environments: $(STAMPS)
 
@@ -116,7 +130,7 @@ unit-tests-legacy: $(LEGACY_STAMP)
 	ROSETTA_OFFLINE=1 ROSETTA_TEST_ENVIRONMENT=legacy $(LEGACY)/bin/python -m pytest -q --durations=15 --ignore-glob='tests/test_built_*.py'
 
 book-smoke: $(STAMPS)
-	ROSETTA_PROFILE=smoke ROSETTA_OFFLINE=1 $(MAKE) --no-print-directory book
+	ROSETTA_PROFILE=smoke ROSETTA_OFFLINE=1 ROSETTA_BENCH=0 $(MAKE) --no-print-directory book
 
 # One environment: create it with its interpreter, install under its constraints, and
 # write the stamp last, so that an interrupted install is never taken as complete.

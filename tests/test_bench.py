@@ -3,6 +3,7 @@ configuration, and one real round trip through its processes (on a tiny numpy ta
 No test asserts a timing: the timings themselves are not targets of any test."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -302,6 +303,8 @@ def test_a_tiny_task_runs_through_the_real_processes_in_their_environments(monke
     assert report["frameworks"]["pytorch"]["page_configuration"] == "page"
     assert report["fastest_framework"]["framework"] == "pytorch"
     assert "pytorch: page / fastest = " in format_report(report)
+    # the machine it ran on, for the line above a task page's benchmark table
+    assert report["machine"]["cores"] == len(os.sched_getaffinity(0)) and report["machine"]["cpu"]
 
 
 @needs_pytorch

@@ -115,3 +115,31 @@ def test_the_benchmark_section_shows_the_newest_report_or_says_there_is_none(pag
     namespace = load_comparisons(PAGE, {})
     assert [report["task"] for report in namespace["reports"]] == ["cifar10"]
     assert "cifar10: fastest framework pytorch (NCHW)" in capsys.readouterr().out
+
+
+def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path):
+    """What each task page's Timing section ends with (rosetta_utils.results_report
+    .task_bench_table): this build's report or a curated one, whichever is newer, labelled;
+    another task's report is not shown; without one, the line says how to make one."""
+    from test_bench import CIFAR_RUN
+    from rosetta_book.bench.report import summarize
+    from rosetta_utils.results_report import TASK_BENCH_HEADERS, task_bench_table
+
+    build, curated = tmp_path / "build", tmp_path / "curated"
+    build.mkdir(), curated.mkdir()
+    line, headers, rows = task_bench_table("cifar10", build, curated)
+    assert rows == [] and "No benchmark report for cifar10" in line and "make bench" in line
+    report = summarize(CIFAR_RUN, "smoke")
+    (build / "bench-cifar10.json").write_text(json.dumps(report))
+    (build / "bench-imdb.json").write_text(json.dumps({**report, "task": "imdb", "started": "2099-01-01"}))
+    line, headers, rows = task_bench_table("cifar10", build, curated)
+    assert headers == TASK_BENCH_HEADERS and [row[0] for row in rows] == list(report["frameworks"])
+    jax = dict(zip(headers, next(row for row in rows if row[0] == "jax")))
+    assert jax["page's configuration"] == "jit" and jax["fastest found"] == "no jit"
+    assert jax["page / fastest"] == "1.50" and jax["target"] == "1.10 (MISSED)"
+    assert "this build's report" in line and "a machine the report does not name" in line
+    newer = {**report, "started": "2099-01-01 00:00:00 UTC", "machine": {"cpu": "AMD EPYC test", "cores": 2}}
+    (curated / "bench-cifar10.json").write_text(json.dumps(newer))
+    line, _, _ = task_bench_table("cifar10", build, curated)
+    assert line.startswith("benchmark run of 2099-01-01 00:00 on AMD EPYC test, 2 cores, smoke profile")
+    assert "a curated report, committed under results/" in line

@@ -259,3 +259,38 @@ def bench_rows(reports: Iterable[dict[str, Any]]) -> list[list[Any]]:
                          f"({'met' if result['meets_target'] else 'MISSED'})",
                          f"{page['fraction_of_peak']:.1%}", f"{fastest['fraction_of_peak']:.1%}", where])
     return rows
+
+
+#: The columns of a task page's benchmark table (:func:`task_bench_table`).
+TASK_BENCH_HEADERS = ["framework", "page's configuration", "fastest found", "page / fastest", "target",
+                      "page: share of peak", "fastest: share of peak"]
+
+
+def describe_bench_report(report: dict[str, Any], curated: bool) -> str:
+    """Where, when and how a report was measured, for the line above its table; ``curated``:
+    committed under results/ rather than written by this build."""
+    machine = report.get("machine") or {}
+    where = (f"{machine.get('cpu', 'an unnamed CPU')}, {machine.get('cores', '?')} cores"
+             if machine else "a machine the report does not name")
+    load = (report.get("load_average") or {}).get("before") or ["?"]
+    source = "a curated report, committed under results/" if curated else "this build's report"
+    return (f"benchmark run of {str(report['started'])[:16]} on {where}, {report.get('profile', '?')} profile, "
+            f"{report.get('rounds', '?')} rounds, load average {load[0]} before it ({source})")
+
+
+def task_bench_table(task: str, build: Path, curated: Path) -> tuple[str, list[str], list[list[Any]]]:
+    """For a task page's Timing section: a line saying which benchmark report the table
+    comes from, and the table (one row per framework: the page's configuration, the
+    fastest found, their ratio against the target, both shares of the peak): the newest
+    report among this build's results (``build``) and the curated ones (``curated``).
+    Without a report for ``task``, the line says so and how to make one, and the table is
+    empty."""
+    reports = [report for report in load_bench_reports([build, curated]) if report["task"] == task]
+    if not reports:
+        return (f"No benchmark report for {task} in this build's results or in results/: "
+                f"`python -m rosetta_book.bench {task}` (or `make bench`) writes one, which the "
+                "next build shows here.", TASK_BENCH_HEADERS, [])
+    (report,) = reports
+    rows = [row[1:-1] for row in bench_rows([report])]
+    from_curated = Path(report["_file"]).parent.resolve() == Path(curated).resolve()
+    return describe_bench_report(report, from_curated), TASK_BENCH_HEADERS, rows

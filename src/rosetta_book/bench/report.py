@@ -48,6 +48,7 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
         "version": REPORT_VERSION, "task": task.name, "page": task.page, "profile": profile,
         "training": task.training, "rounds": raw["rounds"], "warmup": raw["warmup"], "steps": raw["steps"],
         "started": raw["started"], "wall_seconds": raw["wall_seconds"], "load_average": raw["load_average"],
+        "machine": raw.get("machine", {}),
         "peak_flops": peak, "peak_path": peak_path, "matmul_flops": rates, "model_flops_per_item": per_item_flops,
         "target_ratio": TARGET_RATIO, "frameworks": {},
     }

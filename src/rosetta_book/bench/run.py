@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rosetta_utils import FRAMEWORKS
+from rosetta_utils.envreport import cpu_model
 
 from .tasks import Alternative, Task, resolve_task
 
@@ -217,6 +218,7 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
     return {"task": task, "rounds": rounds, "warmup": warmup, "steps": steps,
             "pause": pause, "matmul_size": matmul_size, "matmul_seconds": matmul, "frameworks": measured,
             "load_average": {"before": load_before, "after": machine_load()},
+            "machine": {"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0))},
             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)),
             "wall_seconds": round(time.time() - started, 1)}
 
