@@ -203,3 +203,39 @@ def test_a_gpu_record_is_shown_and_a_cpu_one_never(parts, tmp_path):
     assert "first step 0.5 s -> 2 s, steady step x0.75, bitwise-equal runs False" in effect
     assert "99" not in effect
     assert found["EFFECTS"]["XLA GPU autotune level"].startswith("no record of both")
+
+
+def _cell_with(text):
+    from rosetta_book.page import Page
+
+    page = Page.read(PAGE)
+    (source,) = [source for _, source in page.code_cells(page.comparison_part()) if text in source]
+    return source
+
+
+def test_what_the_benchmarks_search_moved_most_comes_from_its_reports(comparison, tmp_path, monkeypatch, capsys):
+    """The page's own cells, on a fixture report: the table and the Summary's line; with no
+    report (the comparison fixture's empty folders), both say so."""
+    import json
+
+    from test_bench import CIFAR_RUN
+    from rosetta_book.bench.report import summarize
+    from rosetta_utils.results_report import bench_moves
+
+    assert comparison["MOVES"] == [] and comparison["TOP_GAIN"] is None
+    curated = tmp_path / "curated"
+    curated.mkdir()
+    report = summarize(CIFAR_RUN, "smoke")
+    (curated / "bench-cifar10.json").write_text(json.dumps(report))
+    monkeypatch.setenv("ROSETTA_RESULTS_DIR", str(tmp_path / "build"))
+    monkeypatch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
+    monkeypatch.setattr("IPython.display.display", lambda *objects, **_: None)
+    namespace = dict(comparison)
+    exec(compile(_cell_with("bench_moves(bench_reports)"), "moves", "exec"), namespace)  # noqa: S102
+    assert namespace["MOVES"] == bench_moves([report])
+    assert namespace["TOP_GAIN"][:5] == ["cifar10", "jax", "jit", "no jit", "1.50"]
+    assert "a curated report, committed under results/" in capsys.readouterr().out
+    exec(compile(_cell_with("The page's findings in numbers"), "summary", "exec"), namespace)  # noqa: S102
+    assert "the largest gain over a page's configuration, jax on cifar10: no jit, x1.50" in capsys.readouterr().out
+    exec(compile(_cell_with("The page's findings in numbers"), "summary", "exec"), dict(comparison))  # noqa: S102
+    assert "no report, or no setting beat a page's configuration" in capsys.readouterr().out

@@ -114,7 +114,7 @@ def test_the_benchmark_section_shows_the_newest_report_or_says_there_is_none(pag
     monkeypatch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(tmp_path / "curated"))
     namespace = load_comparisons(PAGE, {})
     assert [report["task"] for report in namespace["reports"]] == ["cifar10"]
-    assert "cifar10: fastest framework pytorch (NCHW)" in capsys.readouterr().out
+    assert "cifar10: fastest framework pytorch (NCHW, fused SGD)" in capsys.readouterr().out
 
 
 def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path):
@@ -143,3 +143,21 @@ def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path)
     line, _, _ = task_bench_table("cifar10", build, curated)
     assert line.startswith("benchmark run of 2099-01-01 00:00 on AMD EPYC test, 2 cores, smoke profile")
     assert "a curated report, committed under results/" in line
+
+
+def test_the_settings_that_moved_each_framework_most_are_read_from_the_report():
+    from test_bench import CIFAR_RUN
+    from rosetta_book.bench.report import summarize
+    from rosetta_utils.results_report import BENCH_MOVES_HEADERS, bench_moves
+
+    rows = {row[1]: dict(zip(BENCH_MOVES_HEADERS, row)) for row in bench_moves([summarize(CIFAR_RUN, "smoke")])}
+    # JAX: page "jit" 0.3 s; "no jit" 0.2 s helped (x1.50), "jit, 1 thread" 0.25 s helped less
+    assert rows["jax"]["helped most"] == "no jit" and rows["jax"]["page / it"] == "1.50"
+    assert rows["jax"]["hurt most"] == "jit, 1 thread" and rows["jax"]["it / page"] == "0.83"
+    # PyTorch: page NHWC 0.105 s (median), NCHW 0.1 s
+    assert rows["pytorch"]["helped most"] == "NCHW, fused SGD" and rows["pytorch"]["page / it"] == "1.05"
+    slower_only = summarize(CIFAR_RUN, "smoke")
+    slower_only["frameworks"] = {"pytorch": slower_only["frameworks"]["pytorch"]}
+    slower_only["frameworks"]["pytorch"]["configurations"]["NCHW, fused SGD"]["seconds_per_item"] *= 2
+    (row,) = bench_moves([slower_only])
+    assert row[3:5] == ["-", "-"] and row[5] == "NCHW, fused SGD"

@@ -266,14 +266,15 @@ TASK_BENCH_HEADERS = ["framework", "page's configuration", "fastest found", "pag
                       "page: share of peak", "fastest: share of peak"]
 
 
-def describe_bench_report(report: dict[str, Any], curated: bool) -> str:
-    """Where, when and how a report was measured, for the line above its table; ``curated``:
-    committed under results/ rather than written by this build."""
+def describe_bench_report(report: dict[str, Any], curated: Path) -> str:
+    """Where, when and how a report was measured, for the line above its table, and whether
+    it is a curated one (read from ``curated``, the committed results) or this build's."""
     machine = report.get("machine") or {}
     where = (f"{machine.get('cpu', 'an unnamed CPU')}, {machine.get('cores', '?')} cores"
              if machine else "a machine the report does not name")
     load = (report.get("load_average") or {}).get("before") or ["?"]
-    source = "a curated report, committed under results/" if curated else "this build's report"
+    from_curated = Path(report.get("_file", "")).parent.resolve() == Path(curated).resolve()
+    source = "a curated report, committed under results/" if from_curated else "this build's report"
     return (f"benchmark run of {str(report['started'])[:16]} on {where}, {report.get('profile', '?')} profile, "
             f"{report.get('rounds', '?')} rounds, load average {load[0]} before it ({source})")
 
@@ -292,5 +293,32 @@ def task_bench_table(task: str, build: Path, curated: Path) -> tuple[str, list[s
                 "next build shows here.", TASK_BENCH_HEADERS, [])
     (report,) = reports
     rows = [row[1:-1] for row in bench_rows([report])]
-    from_curated = Path(report["_file"]).parent.resolve() == Path(curated).resolve()
-    return describe_bench_report(report, from_curated), TASK_BENCH_HEADERS, rows
+    return describe_bench_report(report, curated), TASK_BENCH_HEADERS, rows
+
+
+#: The columns of :func:`bench_moves`.
+BENCH_MOVES_HEADERS = ["task", "framework", "page's configuration", "helped most", "page / it",
+                       "hurt most", "it / page"]
+
+
+def bench_moves(reports: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """Which setting moved each framework most in each benchmark report: the one that ran
+    fastest against the page's configuration (the page's time divided by its; "-" when
+    none beat the page) and the one that ran slowest (its time divided by the page's),
+    per item and among the settings that compute the page's result."""
+    rows = []
+    for report in reports:
+        for framework, result in report["frameworks"].items():
+            page = result["page_configuration"]
+            same = {name: numbers for name, numbers in result["configurations"].items()
+                    if name != page and name not in result.get("other_results", [])}
+            if not same:
+                continue
+            per_item = result["configurations"][page]["seconds_per_item"]
+            best = min(same, key=lambda name: same[name]["seconds_per_item"])
+            worst = max(same, key=lambda name: same[name]["seconds_per_item"])
+            gain = per_item / same[best]["seconds_per_item"]
+            rows.append([report["task"], framework, page, best if gain > 1 else "-",
+                         f"{gain:.2f}" if gain > 1 else "-", worst,
+                         f"{same[worst]['seconds_per_item'] / per_item:.2f}"])
+    return rows
