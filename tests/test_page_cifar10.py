@@ -203,7 +203,7 @@ def test_weights_transplanted_without_the_flatten_reordering_fail(comparison, te
 def test_the_bench_finds_the_pages_configuration_in_pytorch(offline_smoke):
     namespace = load_chapter(PAGE, "pytorch", until="Training")
     name = page_configuration(namespace["make_training"], TASKS["cifar10"].alternatives["pytorch"])
-    assert name == ("NHWC, fused SGD" if namespace["device"].type == "cpu" else "NCHW, fused SGD")
+    assert name == ("NHWC (channels_last)" if namespace["device"].type == "cpu" else "NCHW")
 
 
 def test_the_bench_finds_the_pages_configuration_in_tensorflow(tensorflow_part):

@@ -132,17 +132,13 @@ DOUBLE_BATCH_WHY = "the page's configuration on twice the page's batch (the same
 TASKS = {
     "cifar10": Task("cifar10", "book/chapters/cifar10_cnn.md", "make_training", True, {
         "pytorch": {
+            "NHWC (channels_last)": Alternative({"channels_last": True}, "oneDNN's native layout"),
+            "NCHW": Alternative({"channels_last": False}, "PyTorch's default layout"),
+            "NHWC, 1 thread": Alternative({"channels_last": True}, ONE_THREAD_WHY, env=ONE_THREAD),
             "NHWC, fused SGD": Alternative({"channels_last": True, "fused_optimizer": True},
-                                           "oneDNN's native layout; torch.optim's fused update, one kernel "
-                                           "for every parameter"),
-            "NHWC, for-loop SGD": Alternative({"channels_last": True, "fused_optimizer": False},
-                                              "torch.optim's default on a CPU: one update per parameter"),
-            "NCHW, fused SGD": Alternative({"channels_last": False, "fused_optimizer": True},
-                                           "PyTorch's default layout"),
-            "NHWC, fused SGD, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
-            "NHWC, fused SGD, torch.compile": Alternative(
-                {"channels_last": True, "fused_optimizer": True, "compile": True},
-                "the forward and backward passes compiled by Inductor"),
+                                           "torch.optim's fused update: one kernel for every parameter"),
+            "NHWC, torch.compile": Alternative({"channels_last": True, "compile": True},
+                                               "the forward and backward passes compiled by Inductor"),
         },
         "tensorflow": {
             "XLA off": Alternative({"jit_compile": False}, "TensorFlow's own kernels (oneDNN)"),
