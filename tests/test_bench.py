@@ -212,6 +212,20 @@ def test_the_summary_takes_the_peak_over_every_path_and_flags_a_missed_target():
     assert "iDeep (oneDNN)" in format_report(with_chainer) and "not timed" in format_report(with_chainer)
 
 
+def test_a_fastest_inside_the_pages_spread_is_reported_so():
+    """The book's rule: a lead whose IQR overlaps the page's is no measured difference."""
+    overlapping = raw_run("cifar10", {
+        "pytorch": {"NHWC (channels_last)": measured([0.105, 0.1, 0.11], defaults=True),
+                    "NCHW": measured([0.09, 0.1, 0.12])},
+    }, {"numpy (its BLAS)": [0.02, 0.02, 0.02]}, 124_528_640)
+    torch = summarize(overlapping, "smoke")["frameworks"]["pytorch"]
+    assert torch["fastest_configuration"] == "NCHW" and torch["fastest_clear_of_page"] is False
+    assert "the difference lies inside the spread" in format_report(summarize(overlapping, "smoke"))
+    clear = summarize(CIFAR_RUN, "smoke")["frameworks"]
+    assert clear["pytorch"]["fastest_clear_of_page"] is True and clear["jax"]["fastest_clear_of_page"] is True
+    assert "the fastest is clear of the page's spread" in format_report(summarize(CIFAR_RUN, "smoke"))
+
+
 def test_the_summary_refuses_parts_that_disagree_or_a_run_without_the_page():
     mxnet = {"alternatives": {"hybridized": measured([0.1], defaults=True)}, "data": "x", "flops_per_item": 1}
     different = {**CIFAR_RUN, "frameworks": {**CIFAR_RUN["frameworks"], "mxnet": mxnet}}
@@ -320,6 +334,15 @@ def test_a_failing_process_names_its_framework_and_cause():
                  matmul_size=32, log=lambda line: None)
 
 
+def test_a_process_killed_during_the_rounds_is_named_with_its_signal():
+    """As the out-of-memory killer would end it: the error names the process, the signal and
+    what to do, instead of a broken pipe."""
+    with pytest.raises(BenchmarkError, match=r"(?s)pytorch \(the page environment\) exited \(killed by SIGKILL: "
+                                             r"the machine's memory .*--frameworks"):
+        run_task("rosetta_book.bench.tiny:KILLED", ("pytorch",), rounds=3, warmup=1, steps=1, pause=0.0,
+                 matmul_size=32, log=lambda line: None)
+
+
 def test_a_report_written_as_json_reads_back_as_the_results_pages_rows(tmp_path):
     """The Results page reads the newest report per task; a file that is not a report is
     skipped with a warning naming it, and left as it was."""
@@ -336,7 +359,7 @@ def test_a_report_written_as_json_reads_back_as_the_results_pages_rows(tmp_path)
     assert [r["started"] for r in reports] == [report["started"]]
     assert (tmp_path / "bench-imdb.json").read_text() == "{not json"
     rows = {row[1]: row for row in bench_rows(reports)}
-    assert rows["jax"][2:6] == ["jit", "no jit", "1.50", f"{TARGET_RATIO:.2f} (MISSED)"]
-    assert rows["pytorch"][4:6] == ["1.05", f"{TARGET_RATIO:.2f} (met)"]
+    assert rows["jax"][2:6] == ["jit", "no jit", "1.50, beyond the spread", f"{TARGET_RATIO:.2f} (MISSED)"]
+    assert rows["pytorch"][4:6] == ["1.05, beyond the spread", f"{TARGET_RATIO:.2f} (met)"]
     share = report["frameworks"]["pytorch"]["configurations"]["NCHW"]["fraction_of_peak"]
     assert rows["pytorch"][7] == f"{share:.1%}" and "smoke profile" in rows["pytorch"][8]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -118,19 +119,38 @@ class Process:
         return BenchmarkError(f"the benchmark process of {self.group.label} {what}; its last lines:\n{tail}")
 
     def send(self, message: Mapping[str, Any]) -> None:
-        self.connection.send_bytes(json.dumps(message).encode())
+        try:
+            self.connection.send_bytes(json.dumps(message).encode())
+        except OSError:  # a broken pipe: the process is gone
+            self.process.wait(timeout=10)
+            raise self.failure(f"exited ({self.exit_reason()})") from None
+
+    def exit_reason(self) -> str:
+        """How the process ended: its status, or the signal that killed it (SIGKILL: often the
+        kernel's out-of-memory killer, when every process of a task does not fit in memory)."""
+        status = self.process.returncode
+        if status is not None and status < 0:
+            name = signal.Signals(-status).name
+            hint = ": the machine's memory may not hold every process of this task at once; run fewer " \
+                   "frameworks (--frameworks)" if -status == signal.SIGKILL else ""
+            return f"killed by {name}{hint}"
+        return f"status {status}"
 
     def receive(self, timeout: float | None = None) -> dict[str, Any]:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.connection.poll(0.5):
             if self.process.poll() is not None:
-                raise self.failure(f"exited (status {self.process.returncode})")
+                raise self.failure(f"exited ({self.exit_reason()})")
             if deadline is not None and time.monotonic() > deadline:
                 raise self.failure(f"did not answer within {timeout:.0f} s")
         try:
             message = json.loads(self.connection.recv_bytes())
         except EOFError:
-            raise self.failure("closed its connection") from None
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                raise self.failure("closed its connection") from None
+            raise self.failure(f"exited ({self.exit_reason()})") from None
         if "error" in message:
             raise BenchmarkError(f"the benchmark process of {self.group.label} failed:\n{message['error']}")
         return message

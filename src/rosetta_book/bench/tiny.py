@@ -13,6 +13,7 @@ the peak import the framework; the tiny steps need none.
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,11 +27,17 @@ from .tasks import Alternative, Task
 FLOP_PER_ITEM = 2 * 8 * 8
 
 
-def make_training(size=8, scale=1.0):
-    """A stand-in for a page's builder: ``(model, train_step, to_device)``."""
+def make_training(size=8, scale=1.0, die_after=None):
+    """A stand-in for a page's builder: ``(model, train_step, to_device)``. With
+    ``die_after``, the step kills its own process (SIGKILL, as the kernel's out-of-memory
+    killer would) on the call after that many."""
     weights = np.full((size, size), scale, dtype=np.float32)
+    calls = []
 
     def train_step(x, y):
+        calls.append(1)
+        if die_after is not None and len(calls) > die_after:
+            os.kill(os.getpid(), signal.SIGKILL)
         (x @ weights).sum()
         return float(os.environ.get("OMP_NUM_THREADS", "0"))
 
@@ -64,4 +71,10 @@ TINY = TinyTask("tiny", "(no page)", "make_training", True, {
 BROKEN = TinyTask("tiny-broken", "(no page)", "make_training", True, {
     "pytorch": {"page": Alternative({}, "the builder's defaults"),
                 "unknown option": Alternative({"nope": 1}, "an option the builder does not take")},
+})
+
+#: The same, whose process is killed once the rounds begin (after its warm-up calls).
+KILLED = TinyTask("tiny-killed", "(no page)", "make_training", True, {
+    "pytorch": {"page": Alternative({}, "the builder's defaults"),
+                "dies": Alternative({"die_after": 3}, "killed at its first timed call")},
 })
