@@ -33,6 +33,12 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
     return lower, upper
 
 
+def _clear_of(faster: Mapping[str, Any], page: Mapping[str, Any]) -> bool:
+    """Whether ``faster``'s upper quartile, per item, lies below ``page``'s lower quartile:
+    the book's rule (rosetta_utils.timing.faster) for a difference beyond the spread."""
+    return faster["quartile_seconds"][1] / faster["items"] < page["quartile_seconds"][0] / page["items"]
+
+
 def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
     """The report of one run (``raw``: what :func:`~rosetta_book.bench.run.run_task` returns)."""
     task = resolve_task(raw["task"])
@@ -88,6 +94,7 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
         report["frameworks"][framework] = {
             "page_configuration": page, "fastest_configuration": fastest, "ratio": ratio,
             "meets_target": ratio <= TARGET_RATIO, "configurations": configurations,
+            "fastest_clear_of_page": _clear_of(configurations[fastest], configurations[page]),
             "not_timed": {name: alternative.dropped for name, alternative in alternatives.items()
                           if alternative.dropped},
             "other_results": other_results, "limit": task.limits.get(framework), "data": result["data"],
@@ -178,6 +185,9 @@ def format_report(report: Mapping[str, Any]) -> str:
         verdict = "meets" if result["meets_target"] else "MISSES"
         line = (f"{framework}: page / fastest = {result['ratio']:.2f} ({verdict} the target; page: "
                 f"{result['page_configuration']}; fastest: {result['fastest_configuration']})")
+        if result["page_configuration"] != result["fastest_configuration"]:
+            line += ("; the fastest is clear of the page's spread (IQRs apart)" if result["fastest_clear_of_page"]
+                     else "; the difference lies inside the spread (the IQRs overlap)")
         if result["limit"]:
             line += f"; {result['limit']}"
         lines.append(line)
