@@ -213,27 +213,29 @@ TASKS = {
                 "the parameters and Adam's moments updated in place, no copy"),
         },
         "mxnet": {
-            "fused GRU TNC, hybridized": Alternative({"fused": True, "layout": "TNC", "hybridize": True},
-                                                     "the fused GRU in a static graph (static_alloc)"),
-            "fused GRU NTC, hybridized": Alternative({"fused": True, "layout": "NTC", "hybridize": True},
-                                                     "batch-major input"),
+            "fused GRU TNC, static shapes": Alternative(
+                {"fused": True, "layout": "TNC", "hybridize": True, "static_shape": True},
+                "the fused GRU in a static graph planned once for the batch's shape (static_alloc, "
+                "static_shape)"),
+            "fused GRU TNC, hybridized": Alternative(
+                {"fused": True, "layout": "TNC", "hybridize": True, "static_shape": False},
+                "the fused GRU in a static graph that re-infers shapes at each call (static_alloc)"),
+            "fused GRU NTC, static shapes": Alternative({"fused": True, "layout": "NTC", "hybridize": True},
+                                                        "batch-major input"),
             "fused GRU TNC, imperative": Alternative({"fused": True, "layout": "TNC", "hybridize": False},
                                                      "operator by operator"),
-            "GRUCell unroll TNC, hybridized": Alternative({"fused": False, "layout": "TNC", "hybridize": True},
-                                                          "the cell unrolled into the graph"),
-            "fused GRU TNC, hybridized, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
-            "fused GRU TNC, hybridized, NaiveEngine": Alternative({}, MX_NAIVE_WHY, env=MX_NAIVE),
-            "fused GRU TNC, hybridized, oneDNN fusion": Alternative({}, MX_SUBGRAPH_WHY, env=MX_SUBGRAPH),
-            "fused GRU TNC, hybridized, static shapes": Alternative(
-                {"fused": True, "layout": "TNC", "hybridize": True, "static_shape": True},
-                "a graph planned once for the fixed batch and length (static_shape)"),
+            "GRUCell unroll TNC, static shapes": Alternative({"fused": False, "layout": "TNC", "hybridize": True},
+                                                             "the cell unrolled into the graph"),
+            "fused GRU TNC, static shapes, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "fused GRU TNC, static shapes, NaiveEngine": Alternative({}, MX_NAIVE_WHY, env=MX_NAIVE),
+            "fused GRU TNC, static shapes, oneDNN fusion": Alternative({}, MX_SUBGRAPH_WHY, env=MX_SUBGRAPH),
         },
         "chainer": {
             "NStepGRU on a list of reviews (only path)": Alternative({}, "Chainer's one path to this GRU"),
             "NStepGRU, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
             "NStepGRU, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
         },
-    }),
+    }, limits={"mxnet": MX_LIMIT}),
     "resnet50": Task("resnet50", "book/chapters/resnet50_features.md", "make_resnet50", False, {
         "pytorch": {
             "NHWC, torch.compile": Alternative({"channels_last": True, "compile": True, "freeze": False},
