@@ -76,7 +76,9 @@ def execution_rows(pages: Mapping[str, Parts]) -> list[list[str]]:
         for name, part in parts.items():
             rows.append([page, name, f"{part.get('seconds', 0):.1f}", "yes" if part.get("cached") else "no"])
         if parts:
-            rows.append([page, "all parts, their seconds added (an untimed page runs two at once)", f"{sum(part.get('seconds', 0) for part in parts.values()):.1f}", ""])
+            total = sum(part.get("seconds", 0) for part in parts.values())
+            rows.append([page, "all parts, their seconds added (an untimed page runs two at once)",
+                         f"{total:.1f}", ""])
     return rows
 
 
