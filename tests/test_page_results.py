@@ -137,6 +137,14 @@ def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path)
     jax = dict(zip(headers, next(row for row in rows if row[0] == "jax")))
     assert jax["page's configuration"] == "jit" and jax["fastest found"] == "no jit"
     assert jax["page / fastest"] == "1.50, beyond the spread" and jax["target"] == "1.10 (MISSED)"
+    assert jax["why the page stops there"] == "-"  # no limit recorded for JAX
+    limited = {**report, "frameworks": {**report["frameworks"],
+                                        "jax": {**report["frameworks"]["jax"], "limit": "a reason"}}}
+    (build / "bench-cifar10.json").write_text(json.dumps(limited))
+    _, _, rows_limited = task_bench_table("cifar10", build, curated)
+    assert dict(zip(headers, next(row for row in rows_limited if row[0] == "jax")))["why the page stops there"] \
+        == "a reason"
+    (build / "bench-cifar10.json").write_text(json.dumps(report))
     assert "this build's report" in line and "a machine the report does not name" in line
     newer = {**report, "started": "2099-01-01 00:00:00 UTC", "machine": {"cpu": "AMD EPYC test", "cores": 2}}
     (curated / "bench-cifar10.json").write_text(json.dumps(newer))

@@ -266,7 +266,7 @@ def bench_rows(reports: Iterable[dict[str, Any]]) -> list[list[Any]]:
 
 #: The columns of a task page's benchmark table (:func:`task_bench_table`).
 TASK_BENCH_HEADERS = ["framework", "page's configuration", "fastest found", "page / fastest", "target",
-                      "page: share of peak", "fastest: share of peak"]
+                      "page: share of peak", "fastest: share of peak", "why the page stops there"]
 
 
 def describe_bench_report(report: dict[str, Any], curated: Path) -> str:
@@ -282,6 +282,12 @@ def describe_bench_report(report: dict[str, Any], curated: Path) -> str:
             f"{report.get('rounds', '?')} rounds, load average {load[0]} before it ({source})")
 
 
+def _limit(result: dict[str, Any]) -> str:
+    """Why a framework's page configuration misses the target, where the benchmark's task
+    records a reason (its ``limit``); "-" where it meets it or none is recorded."""
+    return "-" if result["meets_target"] or not result.get("limit") else result["limit"]
+
+
 def task_bench_table(task: str, build: Path, curated: Path) -> tuple[str, list[str], list[list[Any]]]:
     """For a task page's Timing section: a line saying which benchmark report the table
     comes from, and the table (one row per framework: the page's configuration, the
@@ -295,7 +301,7 @@ def task_bench_table(task: str, build: Path, curated: Path) -> tuple[str, list[s
                 f"`python -m rosetta_book.bench {task}` (or `make bench`) writes one, which the "
                 "next build shows here.", TASK_BENCH_HEADERS, [])
     (report,) = reports
-    rows = [row[1:-1] for row in bench_rows([report])]
+    rows = [row[1:-1] + [_limit(report["frameworks"][row[1]])] for row in bench_rows([report])]
     return describe_bench_report(report, curated), TASK_BENCH_HEADERS, rows
 
 

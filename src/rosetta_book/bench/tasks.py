@@ -283,7 +283,7 @@ TASKS = {
             "numpy, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
             "iDeep (oneDNN)": Alternative(why="oneDNN's convolutions", dropped=CHAINER_IDEEP_WHY),
         },
-    }, stop_before="Evaluation"),  # the page has no training; its first calls are in Evaluation
+    }, stop_before="Evaluation", limits={"mxnet": MX_LIMIT}),  # no training: the first calls are in Evaluation
 }
 
 
