@@ -12,6 +12,8 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
+from rosetta_utils.timing import Timing, faster
+
 from .tasks import resolve_task
 
 #: Target: the page's configuration within this factor of its framework's fastest.
@@ -26,17 +28,9 @@ SAME_RESULT_TOLERANCE = {"imdb": 1e-4}
 REPORT_VERSION = 2
 
 
-def _quartiles(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return values[0], values[0]
-    lower, _, upper = statistics.quantiles(values, n=4, method="inclusive")
-    return lower, upper
-
-
-def _clear_of(faster: Mapping[str, Any], page: Mapping[str, Any]) -> bool:
-    """Whether ``faster``'s upper quartile, per item, lies below ``page``'s lower quartile:
-    the book's rule (rosetta_utils.timing.faster) for a difference beyond the spread."""
-    return faster["quartile_seconds"][1] / faster["items"] < page["quartile_seconds"][0] / page["items"]
+def _per_item(measured: Mapping[str, Any]) -> list[float]:
+    """A configuration's timed calls as seconds per item (alternatives may time other batches)."""
+    return [seconds / measured["items"] for seconds in measured["seconds"]]
 
 
 def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
@@ -63,7 +57,7 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
         configurations: dict[str, Any] = {}
         for name, measured in result["alternatives"].items():
             per_call = statistics.median(measured["seconds"])
-            lower, upper = _quartiles(measured["seconds"])
+            lower, upper = Timing(tuple(measured["seconds"])).quartiles
             per_item = per_call / measured["items"]
             configurations[name] = {
                 "median_seconds": per_call, "quartile_seconds": [lower, upper], "items": measured["items"],
@@ -94,7 +88,8 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
         report["frameworks"][framework] = {
             "page_configuration": page, "fastest_configuration": fastest, "ratio": ratio,
             "meets_target": ratio <= TARGET_RATIO, "configurations": configurations,
-            "fastest_clear_of_page": _clear_of(configurations[fastest], configurations[page]),
+            "fastest_clear_of_page": faster(_per_item(result["alternatives"][fastest]),
+                                            _per_item(result["alternatives"][page])) == "first",
             "not_timed": {name: alternative.dropped for name, alternative in alternatives.items()
                           if alternative.dropped},
             "other_results": other_results, "limit": task.limits.get(framework), "data": result["data"],
