@@ -90,17 +90,18 @@ def test_the_knob_table_has_every_switch_and_a_cell_for_every_framework(comparis
 
 @pytest.mark.skipif(not is_installed("pytorch"), reason="PyTorch is not installed")
 def test_pytorch_defaults_are_the_installed_ones(comparison):
-    import torch
-
+    """Read in a fresh process: a page loaded in this one (CIFAR-10 switches cudnn.benchmark
+    on) would change them."""
+    installed = framework_process_output("pytorch", (
+        "import torch, torch._inductor.config as c; print(torch.backends.cudnn.benchmark, "
+        "torch.backends.cudnn.deterministic, torch.are_deterministic_algorithms_enabled(), c.fx_graph_cache)"))
+    benchmark, deterministic, algorithms, graph_cache = installed.split()
     knobs = comparison["runs"]["pytorch"].knobs
-    assert knobs["cuDNN algorithm search"] == f"torch.backends.cudnn.benchmark = {torch.backends.cudnn.benchmark}"
-    assert knobs["deterministic algorithms"].startswith(
-        f"torch.backends.cudnn.deterministic = {torch.backends.cudnn.deterministic};")
-    assert knobs["deterministic algorithms"].endswith(f"= {torch.are_deterministic_algorithms_enabled()}")
+    assert knobs["cuDNN algorithm search"] == f"torch.backends.cudnn.benchmark = {benchmark}"
+    assert knobs["deterministic algorithms"].startswith(f"torch.backends.cudnn.deterministic = {deterministic};")
+    assert knobs["deterministic algorithms"].endswith(f"= {algorithms}")
     assert "unset" in knobs["oneDNN primitive cache (CPU)"]
-    import torch._inductor.config
-
-    assert f"fx_graph_cache = {torch._inductor.config.fx_graph_cache}:" in knobs["persistent compilation cache"]
+    assert f"fx_graph_cache = {graph_cache}:" in knobs["persistent compilation cache"]
 
 
 @pytest.mark.parametrize("framework", [fw for fw in DEFAULTS if fw in AVAILABLE])
