@@ -13,7 +13,8 @@ from rosetta_book.bench import (TASKS, Alternative, format_report, gru_flops, ma
                                 page_configuration, peak_targets, resnet50_flops, resolve_task, summarize)
 from rosetta_book.bench.peak import measure_matmul_flops
 from rosetta_book.bench.report import TARGET_RATIO
-from rosetta_book.bench.run import BenchmarkError, installed_frameworks, plan_groups, run_task
+from rosetta_book.bench.run import (BenchmarkError, installed_frameworks, merge_runs, plan_groups, run_in_turn,
+                                    run_task)
 from rosetta_book.bench.tasks import CHAINER_IDEEP_WHY, FRAMEWORK_ORDER
 from rosetta_book.bench.tiny import FLOP_PER_ITEM, TINY
 from rosetta_book.chapter import load_chapter
@@ -325,6 +326,50 @@ def test_a_tiny_task_runs_through_the_real_processes_in_their_environments(monke
     assert "pytorch: page / fastest = " in format_report(report)
     # the machine it ran on, for the line above a task page's benchmark table
     assert report["machine"]["cores"] == len(os.sched_getaffinity(0)) and report["machine"]["cpu"]
+
+
+@pytest.mark.skipif(not {"pytorch", "jax"} <= set(installed_frameworks()),
+                    reason="the tiny task's second framework is JAX")
+def test_frameworks_timed_in_turn_never_overlap_and_merge_into_one_report():
+    lines = []
+    raw = run_in_turn(TINY_SPEC, ("pytorch", "jax"), rounds=2, warmup=1, steps=1, pause=0.0, matmul_size=32,
+                      log=lines.append)
+    # JAX's process starts only once PyTorch's rounds are done (its processes closed)
+    def first(text):
+        return next(index for index, line in enumerate(lines) if text in line)
+
+    rounds_done = [index for index, line in enumerate(lines) if "round 2/2 done" in line]
+    assert first("pytorch's turn") < first("starting pytorch") < rounds_done[0] < first("jax's turn") \
+        < first("starting jax") < rounds_done[1]
+    assert raw["in_turn"] == [["pytorch"], ["jax"]] and set(raw["frameworks"]) == {"pytorch", "jax"}
+    # the peak's products were timed in both turns: numpy in each, each framework's in its own
+    assert len(raw["matmul_seconds"]["numpy (its BLAS)"]) == 4
+    assert {"torch.mm", "jax.numpy.dot (XLA)"} <= set(raw["matmul_seconds"])
+    assert len(raw["matmul_seconds"]["torch.mm"]) == len(raw["matmul_seconds"]["jax.numpy.dot (XLA)"]) == 2
+    report = summarize(raw, "smoke")
+    assert report["in_turn"] == [["pytorch"], ["jax"]] and report["in_turn_why"] == "asked for with --in-turn"
+    assert "frameworks one after another (asked for with --in-turn)" in format_report(report)
+
+
+def test_merging_runs_refuses_runs_of_other_settings_or_the_same_framework_twice():
+    def run(frameworks, rounds=3):
+        return {"task": "tiny", "rounds": rounds, "warmup": 1, "steps": 1, "matmul_size": 32,
+                "matmul_seconds": {"numpy (its BLAS)": [0.1] * rounds},
+                "frameworks": {name: {} for name in frameworks}, "wall_seconds": 2.0,
+                "load_average": {"before": [float(rounds)], "after": [0.5]}}
+
+    merged = merge_runs([run(["pytorch"]), run(["jax"])])
+    assert merged["in_turn"] == [["pytorch"], ["jax"]] and merged["wall_seconds"] == 4.0
+    assert merged["matmul_seconds"]["numpy (its BLAS)"] == [0.1] * 6
+    with pytest.raises(ValueError, match="differ in rounds: 3 and 4"):
+        merge_runs([run(["pytorch"]), run(["jax"], rounds=4)])
+    with pytest.raises(ValueError, match="both measured pytorch"):
+        merge_runs([run(["pytorch"]), run(["pytorch", "jax"])])
+
+
+def test_resnet50_times_its_frameworks_in_turn_and_says_why():
+    assert "out-of-memory killer" in TASKS["resnet50"].in_turn
+    assert not TASKS["cifar10"].in_turn and not TASKS["imdb"].in_turn
 
 
 @needs_pytorch

@@ -1,6 +1,6 @@
 """Benchmarks: a page's configuration against every other setting its framework offers.
 
-``python -m rosetta_book.bench cifar10|imdb|resnet50 [--profile smoke] [--frameworks ...] [--rounds N] [--json PATH]``
+``python -m rosetta_book.bench cifar10|imdb|resnet50 [--profile smoke] [--frameworks ...] [--rounds N] [--in-turn] [--json PATH]``
 
 For each framework, in processes of its own where no other framework imports
 (as in the book build), the benchmark loads the page's Setup, Data and Model
@@ -11,7 +11,8 @@ not timed with why not). Settings a framework reads when it starts (thread
 counts, oneDNN and engine switches, XLA's flags) run in a process of their own. It times training steps
 (CIFAR-10, IMDB) or one batch of feature extraction (ResNet-50) of each
 configuration, all of a task's processes taking turns round by round
-(:mod:`rosetta_book.bench.run`), and prints (:mod:`rosetta_book.bench.report`)
+(:mod:`rosetta_book.bench.run`; where all of a task's processes do not fit in
+memory at once, one framework after another), and prints (:mod:`rosetta_book.bench.report`)
 every configuration's time and its share of this machine's peak (the fastest
 float32 matrix product, timed in the same rounds across numpy and every
 installed framework), page / fastest per framework (target: within 1.10x),
@@ -44,18 +45,21 @@ TRAINING_STEPS = 4
 
 
 def benchmark_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int = 2,
-                   steps: int | None = None, pause: float = 0.2) -> dict:
+                   steps: int | None = None, pause: float = 0.2, in_turn: bool | None = None) -> dict:
     """Run ``task``'s benchmark for ``frameworks`` and return its report. The peak spans every
     installed framework, benchmarked or not, so that a run of one framework reports the same
-    shares of peak as a run of all five."""
+    shares of peak as a run of all five. ``in_turn`` times one framework after another
+    (default: where the task says why, :attr:`~rosetta_book.bench.tasks.Task.in_turn`)."""
     from rosetta_utils.profile import current_profile
 
-    from .run import installed_frameworks, run_task
+    from .run import installed_frameworks, run_in_turn, run_task
 
+    resolved = resolve_task(task)
     if steps is None:
-        steps = TRAINING_STEPS if resolve_task(task).training else 1
-    raw = run_task(task, frameworks, rounds=rounds, warmup=warmup, steps=steps, pause=pause,
-                   peak_frameworks=installed_frameworks())
+        steps = TRAINING_STEPS if resolved.training else 1
+    run = run_in_turn if (bool(resolved.in_turn) if in_turn is None else in_turn) else run_task
+    raw = run(task, frameworks, rounds=rounds, warmup=warmup, steps=steps, pause=pause,
+              peak_frameworks=installed_frameworks())
     return summarize(raw, current_profile())
 
 
@@ -71,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                                                   "feature extraction: 1 batch)")
     parser.add_argument("--json", type=Path, help="where to write the report as JSON (default: this build's "
                                                    "results folder, bench-TASK.json, which the Results page shows)")
+    parser.add_argument("--in-turn", action=argparse.BooleanOptionalAction, default=None,
+                        help="time one framework after another, each alone on the machine (default: where "
+                             "the task's processes do not fit in memory at once: " + ", ".join(
+                                 name for name, known in TASKS.items() if known.in_turn) + ")")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.warmup < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--rounds, --warmup and --steps must be at least 1")
@@ -83,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     frameworks = tuple(name for name in selected_frameworks() if name in installed_frameworks())
     if not frameworks:
         parser.error("none of the selected frameworks is installed")
-    report = benchmark_task(args.task, frameworks, rounds=args.rounds, warmup=args.warmup, steps=args.steps)
+    report = benchmark_task(args.task, frameworks, rounds=args.rounds, warmup=args.warmup, steps=args.steps,
+                            in_turn=args.in_turn)
     print(format_report(report))
     if args.json is None:
         from rosetta_utils.results import build_results_dir

@@ -4,7 +4,8 @@
 into the report that the command prints (:func:`format_report`) and writes as
 JSON (``--json``). The peak is the fastest float32 matrix product of the same run, across numpy and
 every framework's paths, each timed in the same rounds as the configurations
-(medians on both sides, so that a machine's load weighs on both alike).
+(medians on both sides, so that a machine's load weighs on both alike; a run
+that times the frameworks in turn times the products in every turn).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
         "machine": raw.get("machine", {}),
         "peak_flops": peak, "peak_path": peak_path, "matmul_flops": rates, "model_flops_per_item": per_item_flops,
         "target_ratio": TARGET_RATIO, "frameworks": {},
+        # frameworks timed one after another: the turns, and why (the task's reason, or asked for)
+        "in_turn": raw.get("in_turn"),
+        "in_turn_why": (task.in_turn or "asked for with --in-turn") if raw.get("in_turn") else None,
     }
     for framework, result in raw["frameworks"].items():
         alternatives = task.alternatives[framework]
@@ -146,8 +150,10 @@ def format_report(report: Mapping[str, Any]) -> str:
     load = report["load_average"]
     lines = [
         f"{report['task']}, {report['profile']} profile: {report['rounds']} rounds after {report['warmup']} "
-        f"warm-up call(s), {report['steps']} step(s) per timed call; configurations take turns "
-        f"(started {report['started']}, {report['wall_seconds']:.0f} s)",
+        f"warm-up call(s), {report['steps']} step(s) per timed call; "
+        + (f"frameworks one after another ({report['in_turn_why']}), each framework's configurations "
+           "taking turns" if report.get("in_turn") else "configurations take turns")
+        + f" (started {report['started']}, {report['wall_seconds']:.0f} s)",
         f"load average (1, 5, 15 min) before {load['before']}, after {load['after']}",
         f"peak: {report['peak_flops'] / 1e9:.1f} GFLOP/s ({report['peak_path']}), the fastest float32 "
         "matrix product, median of the same rounds: "

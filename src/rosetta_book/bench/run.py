@@ -243,6 +243,48 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
             "wall_seconds": round(time.time() - started, 1)}
 
 
+def run_in_turn(task: str, frameworks: tuple[str, ...], *, peak_frameworks: tuple[str, ...] = (),
+                log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+                **settings: Any) -> dict[str, Any]:
+    """:func:`run_task` for one framework after another (each framework's processes alone on
+    the machine, its configurations taking turns among themselves), then the matrix
+    products of ``peak_frameworks`` not benchmarked; the runs merged into one (see
+    :func:`merge_runs`). For a task whose processes do not fit in memory all at once."""
+    runs = []
+    for framework in frameworks:
+        log(f"{task}: {framework}'s turn")
+        runs.append(run_task(task, (framework,), log=log, **settings))
+    rest = tuple(name for name in peak_frameworks if name not in frameworks)
+    if rest or not runs:
+        log(f"{task}: the matrix products of {', '.join(rest) or 'numpy'}")
+        runs.append(run_task(task, (), peak_frameworks=rest, log=log, **settings))
+    return merge_runs(runs)
+
+
+def merge_runs(runs: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Runs of one task taken in turn, as one run: every framework's measurements, every
+    matrix product's seconds (the peak over all the turns), the load before the first and
+    after the last, the wall time of all; ``in_turn`` lists the turns' frameworks."""
+    first, last = runs[0], runs[-1]
+    for run in runs[1:]:
+        for key in ("task", "rounds", "warmup", "steps", "matmul_size"):
+            if run[key] != first[key]:
+                raise ValueError(f"runs to merge differ in {key}: {first[key]!r} and {run[key]!r}")
+    matmul: dict[str, list[float]] = {}
+    measured: dict[str, Any] = {}
+    for run in runs:
+        for path, values in run["matmul_seconds"].items():
+            matmul.setdefault(path, []).extend(values)
+        overlap = set(measured) & set(run["frameworks"])
+        if overlap:
+            raise ValueError(f"runs to merge both measured {', '.join(sorted(overlap))}")
+        measured.update(run["frameworks"])
+    return {**first, "matmul_seconds": matmul, "frameworks": measured,
+            "load_average": {"before": first["load_average"]["before"], "after": last["load_average"]["after"]},
+            "wall_seconds": round(sum(run["wall_seconds"] for run in runs), 1),
+            "in_turn": [sorted(run["frameworks"]) for run in runs]}
+
+
 def installed_frameworks() -> tuple[str, ...]:
     from ..environments import available_frameworks
 
@@ -250,4 +292,4 @@ def installed_frameworks() -> tuple[str, ...]:
 
 
 __all__ = ["Alternative", "BenchmarkError", "Group", "MATMUL_SIZE", "installed_frameworks", "machine_load",
-           "plan_groups", "run_task"]
+           "merge_runs", "plan_groups", "run_in_turn", "run_task"]

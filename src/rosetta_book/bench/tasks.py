@@ -59,6 +59,9 @@ class Task:
     stop_before: str = "Training"  # the section before which the benchmark stops loading the page
     # per framework: what stops it short of a target, when the search found nothing better
     limits: Mapping[str, str] = field(default_factory=dict)
+    # why the frameworks are timed one after another (each framework's processes alone on
+    # the machine, its configurations taking turns among themselves); "": all at once
+    in_turn: str = ""
 
     def load(self, framework: str, root: Path) -> dict[str, Any]:
         """The page's ``framework`` part up to :attr:`stop_before` (its Setup, Data and
@@ -283,7 +286,9 @@ TASKS = {
             "numpy, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
             "iDeep (oneDNN)": Alternative(why="oneDNN's convolutions", dropped=CHAINER_IDEEP_WHY),
         },
-    }, stop_before="Evaluation", limits={"mxnet": MX_LIMIT}),  # no training: the first calls are in Evaluation
+    }, stop_before="Evaluation", limits={"mxnet": MX_LIMIT},  # no training: the first calls are in Evaluation
+        in_turn="all five frameworks' processes at once (a ResNet-50 in each, one of them 4.3 GB resident) "
+                "outgrew the 2-core machine's 24 GB: the out-of-memory killer ended one"),
 }
 
 

@@ -65,6 +65,8 @@ TINY = TinyTask("tiny", "(no page)", "make_training", True, {
         "page, 1 thread": Alternative({}, "another process environment", env={"OMP_NUM_THREADS": "1"}),
         "not possible": Alternative(why="a setting not timed", dropped="not possible here"),
     },
+    # a second framework, for the runs that time frameworks in turn (JAX: the current environment)
+    "jax": {"page": Alternative({}, "the builder's defaults")},
 })
 
 #: The same, with an option its builder does not take: its process reports the error.
