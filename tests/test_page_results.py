@@ -151,6 +151,11 @@ def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path)
     line, _, _ = task_bench_table("cifar10", build, curated)
     assert line.startswith("benchmark run of 2099-01-01 00:00 on AMD EPYC test, 2 cores, smoke profile")
     assert "a curated report, committed under results/" in line
+    assert ", 3 rounds, every configuration taking turns, load average" in line
+    in_turn = {**newer, "in_turn": [["pytorch"], ["jax"]], "in_turn_why": "a reason"}
+    (curated / "bench-cifar10.json").write_text(json.dumps(in_turn))
+    line, _, _ = task_bench_table("cifar10", build, curated)
+    assert ", 3 rounds, frameworks timed one after another (a reason), load average" in line
 
 
 def test_the_settings_that_moved_each_framework_most_are_read_from_the_report():

@@ -278,8 +278,10 @@ def describe_bench_report(report: dict[str, Any], curated: Path) -> str:
     load = (report.get("load_average") or {}).get("before") or ["?"]
     from_curated = Path(report.get("_file", "")).parent.resolve() == Path(curated).resolve()
     source = "a curated report, committed under results/" if from_curated else "this build's report"
+    order = (f", frameworks timed one after another ({report['in_turn_why']})" if report.get("in_turn")
+             else ", every configuration taking turns")
     return (f"benchmark run of {str(report['started'])[:16]} on {where}, {report.get('profile', '?')} profile, "
-            f"{report.get('rounds', '?')} rounds, load average {load[0]} before it ({source})")
+            f"{report.get('rounds', '?')} rounds{order}, load average {load[0]} before it ({source})")
 
 
 def _limit(result: dict[str, Any]) -> str:
