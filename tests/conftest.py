@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from local_http_server import LocalHTTPServer
+from rosetta_book.chapter import BUILD_CACHE_VARIABLE
 from rosetta_book.environments import ENVIRONMENTS, available_frameworks, check_environment, require_python
 from rosetta_book.one_framework import environment as one_framework_environment
+from rosetta_book.page_execution import framework_parts_cache, jax_compilation_cache
 from rosetta_utils.frameworks import _use_stdlib_distutils, is_installed, selected_frameworks
 
 #: Which environment this test run is (``make unit-tests`` runs both): ``current`` runs
@@ -26,6 +28,14 @@ if TEST_ENVIRONMENT == "legacy":
     # and checkpoint tests) imports protobuf first, so the choice is made here, for all.
     os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
 LEGACY_FRAMEWORKS = ENVIRONMENTS["legacy"]
+
+# The tests run the pages' JAX code again, in this process and in processes it starts. Where
+# they take parts from a build (ROSETTA_BUILD_CACHE), JAX takes the programs that build
+# compiled for its pages that time nothing from its compilation cache, instead of compiling
+# them again, and adds the tests' own (rosetta_book.page_execution.jax_compilation_cache).
+if os.environ.get(BUILD_CACHE_VARIABLE):
+    for _name, _value in jax_compilation_cache(framework_parts_cache(os.environ[BUILD_CACHE_VARIABLE])).items():
+        os.environ.setdefault(_name, _value)
 
 #: The frameworks under test: the ones the build selects (``ROSETTA_FRAMEWORKS``, default
 #: all five). Each must run here; one that does not fails the suite at its start

@@ -180,3 +180,24 @@ def test_untimed_must_be_a_boolean(write_page):
                                           front_matter_extra="frameworks: [jax]\nuntimed: sometimes\n"))
     with pytest.raises(PageError, match="'untimed' must be true or false, not 'sometimes'"):
         Page.read(path).untimed
+
+
+@pytest.mark.parametrize("untimed", [True, False])
+def test_only_a_page_that_times_nothing_keeps_jaxs_compiled_programs(write_page, tmp_path, monkeypatch, untimed):
+    """Beside the parts' cache, where the tests find them again; a timed page's first calls
+    include compiling, so its JAX part compiles every time."""
+    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
+        monkeypatch.delenv(name, raising=False)
+    code = ("import os\nimport jax.numpy as jnp\nvalue = float(jnp.sin(jnp.arange(3.0)).sum())\n"
+            "print(os.environ.get('JAX_COMPILATION_CACHE_DIR'))")
+    text = myst_page("Kept", code_cell(code, "jax"),
+                     front_matter_extra="frameworks: [jax]\ntab_results: [value]\n"
+                     + ("untimed: true\n" if untimed else ""))
+    cache = get_cache(tmp_path / "build" / "framework-parts")
+    executed = execute_page(Page.read(write_page("kept.md", text)), ["jax"], cache, log=lambda line: None)
+    folder = tmp_path / "build" / "jax-compilation"
+    if untimed:
+        assert outputs_of(executed.notebook) == [f"{folder}\n"]
+        assert any(folder.iterdir()), "the part's programs were kept"
+    else:
+        assert outputs_of(executed.notebook) == ["None\n"] and not folder.exists()
