@@ -324,23 +324,37 @@ def assert_a_failed_proof_stops_the_page(page, results, framework, changed, matc
     return message
 
 
-#: Set in a pytest process that :func:`in_a_process_of_its_own` started for one test.
+#: Set in a pytest process that :func:`in_a_process_of_its_own` started: its tests, one per line.
 OWN_PROCESS_VARIABLE = "ROSETTA_TEST_IN_OWN_PROCESS"
 
 
-def in_a_process_of_its_own(request) -> bool:
+#: Tests that already passed in a process another test started (``together_with``).
+_PASSED_ALONE: set[str] = set()
+
+
+def in_a_process_of_its_own(request, together_with: tuple[str, ...] = ()) -> bool:
     """For a test that loads whole models of several frameworks in turn: run it again in a
     pytest process of its own, where what it loads dies with it (the suite's processes
     stay under 8 GB). Returns True in that process, where the test goes on; in the test
-    process itself it asserts that the other one passed and returns False."""
-    if os.environ.get(OWN_PROCESS_VARIABLE) == request.node.nodeid:
+    process itself it asserts that the other one passed and returns False.
+    ``together_with``: names of tests in the same module, with the same parameters, that
+    run in that process too (they load the same part once, see the module's own memo);
+    each of them then returns False at once here, having passed there."""
+    nodeid = request.node.nodeid
+    if nodeid in os.environ.get(OWN_PROCESS_VARIABLE, "").split("\n"):
         return True
+    if nodeid in _PASSED_ALONE:
+        return False
+    module, _, test = nodeid.partition("::")
+    parameters = test[test.index("["):] if "[" in test else ""
+    nodeids = [nodeid] + [f"{module}::{name}{parameters}" for name in together_with]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", request.node.nodeid],
-        cwd=Path(__file__).parents[1], env={**os.environ, OWN_PROCESS_VARIABLE: request.node.nodeid},
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *nodeids],
+        cwd=Path(__file__).parents[1], env={**os.environ, OWN_PROCESS_VARIABLE: "\n".join(nodeids)},
         capture_output=True, text=True)
-    assert done.returncode == 0, f"{request.node.nodeid}, in a process of its own:\n{done.stdout[-6000:]}"
-    assert re.search(r"\b1 passed\b", done.stdout), done.stdout[-2000:]
+    assert done.returncode == 0, f"{', '.join(nodeids)}, in a process of their own:\n{done.stdout[-6000:]}"
+    assert re.search(rf"\b{len(nodeids)} passed\b", done.stdout), done.stdout[-2000:]
+    _PASSED_ALONE.update(nodeids[1:])
     return False
 
 

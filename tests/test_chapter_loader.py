@@ -8,7 +8,7 @@ import pytest
 
 from conftest import code_cell, myst_page
 from rosetta_book.chapter import (ChapterError, load_chapter, load_comparisons, run_framework_part,
-                                   tab_results_of)
+                                   run_framework_parts, tab_results_of)
 from rosetta_utils.tab_results import TabResultError
 
 PAGE = myst_page(
@@ -129,6 +129,24 @@ def test_a_part_runs_in_its_own_process_where_other_frameworks_do_not_import(wri
     leaning = myst_page("Lean", code_cell("import torch", "jax"))
     with pytest.raises(ChapterError, match=r"import of 'torch' refused: this process runs the jax part"):
         run_framework_part(write_page("lean.md", leaning), "jax")
+
+
+def test_parts_run_side_by_side_keep_their_order_and_a_failing_one_raises(write_page, tmp_path):
+    """Two processes at once (each part waits for the other's file, so they overlapped);
+    the results in the frameworks' order; a part that fails still raises its error."""
+    def part(me, other):
+        return (f"import pathlib, time\nfolder = pathlib.Path({str(tmp_path)!r})\n(folder / {me!r}).touch()\n"
+                f"waited = 0\nwhile not (folder / {other!r}).exists() and waited < 600:\n"
+                "    time.sleep(0.1)\n    waited += 1\n"
+                f"x = (folder / {other!r}).exists()")
+    text = myst_page("Side", code_cell(part("pytorch", "jax"), "pytorch"), code_cell(part("jax", "pytorch"), "jax"),
+                     front_matter_extra="frameworks: [pytorch, jax]\ntab_results: [x]\n")
+    results = run_framework_parts(write_page("side.md", text), ["jax", "pytorch"], at_once=2)
+    assert list(results) == ["jax", "pytorch"] and results["jax"]["x"] and results["pytorch"]["x"]
+    broken = myst_page("Broken", code_cell("x = 1", "pytorch"), code_cell("x = 1 / 0", "jax"),
+                       front_matter_extra="frameworks: [pytorch, jax]\ntab_results: [x]\n")
+    with pytest.raises(ChapterError, match=r"the jax part of .*broken.md failed in its own process.*ZeroDivision"):
+        run_framework_parts(write_page("broken.md", broken), ["pytorch", "jax"], at_once=2)
 
 
 def test_parts_the_build_executed_are_taken_from_its_cache_and_changed_code_runs_again(

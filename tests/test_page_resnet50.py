@@ -104,7 +104,7 @@ def results(served_weights, tmp_path_factory):
         return
     with pytest.MonkeyPatch.context() as patch:
         served_environment(patch, served_weights)
-        parts = run_framework_parts(PAGE, AVAILABLE)
+        parts = run_framework_parts(PAGE, AVAILABLE, at_once=2)  # no test reads a timing
     folder = tmp_path_factory.mktemp("resnet50-parts")
     for framework, values in parts.items():
         save_tab_results(values, folder, framework)
@@ -333,14 +333,28 @@ def wrong_extractions(framework, part):
     raise AssertionError(framework)
 
 
+#: Parts loaded in this process, for the tests that share one in a process of their own.
+_ALONE_PARTS: dict = {}
+
+
+def alone_part(framework, request):
+    """``framework``'s part up to its Equivalence section (Chainer's: the one the max-pool's
+    test loads too), loaded once for the tests that run together in a process of their own:
+    the inference checks' wrong cases, then the benchmark's configuration."""
+    if framework == "chainer":
+        return request.getfixturevalue("chainer_part")
+    if framework not in _ALONE_PARTS:
+        _ALONE_PARTS[framework] = load_part(framework, until="Equivalence")
+    return _ALONE_PARTS[framework]
+
+
 @pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_inference_checks_fail_training_mode_and_a_recorded_graph(comparison, framework, request):
-    if not in_a_process_of_its_own(request):  # a whole ResNet-50 of each framework, in turn
+    # a whole ResNet-50 of each framework, in turn, in a process where the benchmark's test
+    # reads the same part
+    if not in_a_process_of_its_own(request, together_with=("test_the_bench_finds_the_pages_configuration",)):
         return
-    if framework == "chainer":  # loaded once for this test and the max-pool's
-        part = request.getfixturevalue("chainer_part")
-    else:
-        part = load_part(framework, until="Equivalence")
+    part = alone_part(framework, request)
     tolerance = comparison["BATCH_TOLERANCE"]
     # the part's own extraction passes both, in this process too
     assert part["batch_dependence"](part["extract_features"], part["images"]) <= tolerance
@@ -489,9 +503,10 @@ def test_each_frameworks_own_pretrained_model_is_described_from_the_framework(co
 
 @pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_bench_finds_the_pages_configuration(framework, request):
-    if not in_a_process_of_its_own(request):  # the models, and PyTorch's process-wide switches
+    # the models, and PyTorch's process-wide switches: in the inference test's process
+    if not in_a_process_of_its_own(request):
         return
-    part = load_part(framework, until=TASKS["resnet50"].stop_before)
+    part = alone_part(framework, request)  # loaded past the benchmark's stop_before: the same builder
     alternatives = TASKS["resnet50"].alternatives[framework]
     expected = PAGE_CONFIGURATIONS[framework]
     if framework == "mxnet" and part["ctx"].device_type != "cpu":
