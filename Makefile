@@ -96,10 +96,13 @@ environments: $(STAMPS)
 
 # The smoke build runs first: the unit tests then take the parts it executed from its
 # cache (the same code, profile and helpers; see rosetta_book.chapter), instead of
-# executing every page a second time.
+# executing every page a second time. The legacy environment's unit tests and the tests of
+# the built site then run side by side (each keeps one core busy for a few minutes, and
+# neither times anything), with their outputs one after the other.
 test: book-smoke browser
-	ROSETTA_BUILD_CACHE=$(CURDIR)/_build/.jupyter_cache $(MAKE) --no-print-directory unit-tests
-	$(MAKE) --no-print-directory site-tests
+	ROSETTA_BUILD_CACHE=$(CURDIR)/_build/.jupyter_cache $(MAKE) --no-print-directory unit-tests-current
+	ROSETTA_BUILD_CACHE=$(CURDIR)/_build/.jupyter_cache $(MAKE) --no-print-directory -j2 --output-sync=target \
+	  $(if $(LEGACY_FRAMEWORKS),unit-tests-legacy) site-tests
 
 # The tests of the built site (what a reader sees: every page built, no failed verdict
 # shown, the downloads): after `make test`'s smoke build, and after the publish
