@@ -10,10 +10,8 @@ observation, verdicts and log reader cases they must tell apart. No test
 holds a time to a threshold: the machine may be busy.
 """
 
-import json
 import math
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
