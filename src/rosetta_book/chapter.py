@@ -180,16 +180,14 @@ def run_framework_part(path: str | Path, framework: str, timeout: float | None =
 def run_framework_parts(path: str | Path, frameworks: Iterable[str], timeout: float | None = None,
                         at_once: int = 1) -> dict[str, dict[str, Any]]:
     """:func:`run_framework_part` for each framework, ``at_once`` processes at a time (for
-    callers that time nothing; the book's timed pages run one): ``{framework: tab results}``
-    in ``frameworks``' order. A part that fails raises its error once the others are done."""
-    frameworks = list(frameworks)
-    if at_once <= 1 or len(frameworks) <= 1:
-        return {framework: run_framework_part(path, framework, timeout) for framework in frameworks}
-    from concurrent.futures import ThreadPoolExecutor
+    callers that time nothing; the book's timed pages run one; see
+    :func:`rosetta_book.page_execution.run_parts`): ``{framework: tab results}`` in
+    ``frameworks``' order. The first part that fails stops the others from starting."""
+    from .page_execution import run_parts
 
-    with ThreadPoolExecutor(max_workers=at_once) as pool:
-        futures = {framework: pool.submit(run_framework_part, path, framework, timeout) for framework in frameworks}
-    return {framework: future.result() for framework, future in futures.items()}
+    frameworks = list(frameworks)
+    results = run_parts(lambda framework: run_framework_part(path, framework, timeout), frameworks, at_once)
+    return dict(zip(frameworks, results))
 
 
 def load_comparisons(path: str | Path, results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

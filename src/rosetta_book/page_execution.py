@@ -312,7 +312,7 @@ def parts_at_once(page: Page) -> int:
     return UNTIMED_PARTS_AT_ONCE if page.untimed else 1
 
 
-def _run_parts(run: Callable[[str], PartRun], frameworks: list[str], at_once: int) -> list[PartRun]:
+def run_parts(run: Callable[[str], Any], frameworks: list[str], at_once: int) -> list[Any]:
     """``run`` for each framework, ``at_once`` at a time; the parts in ``frameworks``' order.
     The first part that fails stops the others from starting, and its error is raised."""
     if at_once <= 1 or len(frameworks) <= 1:
@@ -353,7 +353,7 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
                 f"({part.seconds:.1f} s)")
             return part
 
-        executed.parts.extend(_run_parts(run, frameworks, parts_at_once(page)))
+        executed.parts.extend(run_parts(run, frameworks, parts_at_once(page)))
         if page.has_comparisons() or (page.comparison_part() and not frameworks):
             part = run_comparisons(page, Path(folder), timeout, log_folder)
             log(f"{page.name}: comparisons executed ({part.seconds:.1f} s)")
