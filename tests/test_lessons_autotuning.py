@@ -221,7 +221,7 @@ def test_what_the_benchmarks_search_moved_most_comes_from_its_reports(comparison
 
     from test_bench import CIFAR_RUN
     from rosetta_book.bench.report import summarize
-    from rosetta_utils.results_report import bench_moves
+    from rosetta_utils.results_report import bench_moves, missed_targets
 
     assert comparison["MOVES"] == [] and comparison["TOP_GAIN"] is None
     curated = tmp_path / "curated"
@@ -236,7 +236,12 @@ def test_what_the_benchmarks_search_moved_most_comes_from_its_reports(comparison
     assert namespace["MOVES"] == bench_moves([report])
     assert namespace["TOP_GAIN"][:5] == ["cifar10", "jax", "jit", "no jit", "1.50"]
     assert "a curated report, committed under results/" in capsys.readouterr().out
+    exec(compile(_cell_with("missed_targets(bench_reports)"), "missed", "exec"), namespace)  # noqa: S102
+    assert namespace["MISSED"] == missed_targets([report])
+    assert [row[:4] for row in namespace["MISSED"]] == [["cifar10", "jax", "page / fastest <= 1.10", "1.50"]]
     exec(compile(_cell_with("The page's findings in numbers"), "summary", "exec"), namespace)  # noqa: S102
-    assert "the largest gain over a page's configuration, jax on cifar10: no jit, x1.50" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "the largest gain over a page's configuration, jax on cifar10: no jit, x1.50" in out
+    assert "1 target(s) missed, each with why, in its table" in out
     exec(compile(_cell_with("The page's findings in numbers"), "summary", "exec"), dict(comparison))  # noqa: S102
     assert "no report, or no setting beat a page's configuration" in capsys.readouterr().out

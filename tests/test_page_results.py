@@ -137,7 +137,8 @@ def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path)
     jax = dict(zip(headers, next(row for row in rows if row[0] == "jax")))
     assert jax["page's configuration"] == "jit" and jax["fastest found"] == "no jit"
     assert jax["page / fastest"] == "1.50, beyond the spread" and jax["target"] == "1.10 (MISSED)"
-    assert jax["why the page stops there"] == "-"  # no limit recorded for JAX
+    assert jax["why the page stops there"] == "not established"  # missed, no reason recorded for JAX
+    assert dict(zip(headers, next(row for row in rows if row[0] == "pytorch")))["why the page stops there"] == "-"
     limited = {**report, "frameworks": {**report["frameworks"],
                                         "jax": {**report["frameworks"]["jax"], "limit": "a reason"}}}
     (build / "bench-cifar10.json").write_text(json.dumps(limited))

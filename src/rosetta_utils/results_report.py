@@ -284,10 +284,102 @@ def describe_bench_report(report: dict[str, Any], curated: Path) -> str:
             f"{report.get('rounds', '?')} rounds{order}, load average {load[0]} before it ({source})")
 
 
-def _limit(result: dict[str, Any]) -> str:
-    """Why a framework's page configuration misses the target, where the benchmark's task
-    records a reason (its ``limit``); "-" where it meets it or none is recorded."""
-    return "-" if result["meets_target"] or not result.get("limit") else result["limit"]
+def _same_result(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A framework's configurations that compute the page's result (the benchmark's search)."""
+    return {name: numbers for name, numbers in result["configurations"].items()
+            if name not in result.get("other_results", [])}
+
+
+#: The benchmark's name for the page's configuration timed again in a process of its own.
+SECOND_PROCESS = "the page's configuration, second process"
+
+
+def why_page_stops(result: dict[str, Any], target_ratio: float) -> str:
+    """Why a framework's page configuration misses the page / fastest target
+    (``target_ratio``): when the fastest runs in a process of its own and is no further
+    from the page than the page's configuration in a second process (:data:`SECOND_PROCESS`)
+    is, that the difference is the processes', not a setting's; when the page is within the
+    target among the configurations on the task's batch size, and only another batch size
+    is faster, that; else the reason the benchmark's task records (its ``limit``). "-"
+    where it meets the target, "not established" where no reason is known."""
+    if result["meets_target"]:
+        return "-"
+    same = _same_result(result)
+    page = same[result["page_configuration"]]
+    fastest = result["fastest_configuration"]
+    second = same.get(SECOND_PROCESS)
+    if second is not None and same[fastest].get("env"):
+        spread = (max(page["seconds_per_item"], second["seconds_per_item"])
+                  / min(page["seconds_per_item"], second["seconds_per_item"]))
+        if result["ratio"] <= spread:
+            return (f"two processes running the page's configuration differ by {spread:.2f}x, as much as the "
+                    f"page and the fastest ({fastest}, in a process of its own) do: a process's difference, "
+                    "not a setting's")
+    at_batch = {name: numbers for name, numbers in same.items() if numbers["items"] == page["items"]}
+    best = min(at_batch, key=lambda name: at_batch[name]["seconds_per_item"])
+    ratio = page["seconds_per_item"] / at_batch[best]["seconds_per_item"]
+    if ratio <= target_ratio:
+        return (f"faster only on another batch size ({fastest}: {same[fastest]['items']} a call); the page "
+                f"keeps the task's batch of {page['items']}, at which it is {ratio:.2f}x the fastest "
+                f"({best})")
+    return result.get("limit") or "not established"
+
+
+#: Each framework's float32 matrix products among the benchmark's peak paths, by name
+#: (:mod:`rosetta_book.bench.peak` names its paths from here).
+MATMUL_PATHS = {
+    "pytorch": ("torch.mm", "torch oneDNN linear"),
+    "tensorflow": ("tf.matmul",),
+    "jax": ("jax.numpy.dot (XLA)",),
+    "mxnet": ("mxnet.nd.dot",),
+    "chainer": ("numpy (Chainer's environment)",),
+}
+
+#: The columns of :func:`missed_targets`.
+MISSED_TARGETS_HEADERS = ["task", "framework", "target", "page", "tried: the best", "why it stops there"]
+
+
+def why_below_peak(report: dict[str, Any], framework: str, target: dict[str, Any]) -> str:
+    """Why a page's configuration stays below its share-of-peak target, from what the
+    report measured: the framework's own fastest matrix product, and the best of the
+    configurations the search tried."""
+    rates = {path: rate for path, rate in report.get("matmul_flops", {}).items()
+             if path in MATMUL_PATHS.get(framework, ())}
+    if not rates:
+        return "the report has no matrix product of this framework to compare with"
+    path = max(rates, key=rates.get)
+    own = rates[path] / report["peak_flops"]
+    if own < target["target"]:
+        return (f"its own fastest float32 matrix product ({path}) reaches {own:.1%} of the peak, below "
+                f"the target itself; the page runs at {target['share'] / own:.0%} of that product's rate")
+    return (f"its own matrix product ({path}) reaches {own:.1%} of the peak, so the product does not stop "
+            "it; what does (the layers between the products, the convolutions' own kernels) is not "
+            "measured here")
+
+
+def missed_targets(reports: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """One row per target a page's configuration misses in each benchmark report (page /
+    fastest, and ResNet-50's shares of the peak): the target, the page's measure, the best
+    the benchmark's search reached among the configurations that compute the page's
+    result, and why the page stops there, from what the report measured (or the reason
+    its task records)."""
+    rows = []
+    for report in reports:
+        for framework, result in report["frameworks"].items():
+            same = _same_result(result)
+            tried = f"{len(same)} configurations"
+            if not result["meets_target"]:
+                fastest = result["fastest_configuration"]
+                rows.append([report["task"], framework, f"page / fastest <= {report['target_ratio']:.2f}",
+                             f"{result['ratio']:.2f}", f"{tried}: {fastest}",
+                             why_page_stops(result, report["target_ratio"])])
+            target = report.get("peak_targets", {}).get(framework)
+            if target and target["meets"] is False:
+                best = max(same, key=lambda name: same[name]["fraction_of_peak"])
+                rows.append([report["task"], framework, f"{target['target']:.0%} of peak",
+                             f"{target['share']:.1%}", f"{tried}: {best}, {same[best]['fraction_of_peak']:.1%}",
+                             why_below_peak(report, framework, target)])
+    return rows
 
 
 def task_bench_table(task: str, build: Path, curated: Path) -> tuple[str, list[str], list[list[Any]]]:
@@ -303,7 +395,8 @@ def task_bench_table(task: str, build: Path, curated: Path) -> tuple[str, list[s
                 f"`python -m rosetta_book.bench {task}` (or `make bench`) writes one, which the "
                 "next build shows here.", TASK_BENCH_HEADERS, [])
     (report,) = reports
-    rows = [row[1:-1] + [_limit(report["frameworks"][row[1]])] for row in bench_rows([report])]
+    rows = [row[1:-1] + [why_page_stops(report["frameworks"][row[1]], report["target_ratio"])]
+            for row in bench_rows([report])]
     return describe_bench_report(report, curated), TASK_BENCH_HEADERS, rows
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
+from rosetta_utils.results_report import why_below_peak, why_page_stops
 from rosetta_utils.timing import Timing, faster
 
 from .tasks import resolve_task
@@ -189,8 +190,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         if result["page_configuration"] != result["fastest_configuration"]:
             line += ("; the fastest is clear of the page's spread (IQRs apart)" if result["fastest_clear_of_page"]
                      else "; the difference lies inside the spread (the IQRs overlap)")
-        if result["limit"]:
-            line += f"; {result['limit']}"
+        if not result["meets_target"]:
+            line += f"; why: {why_page_stops(result, report['target_ratio'])}"
         lines.append(line)
     leader = report.get("fastest_framework")
     if leader:
@@ -199,6 +200,9 @@ def format_report(report: Mapping[str, Any]) -> str:
     for framework, target in report.get("peak_targets", {}).items():
         verdict = ("no target" if target["target"] is None
                    else f"{'meets' if target['meets'] else 'MISSES'} {target['target']:.0%}")
-        lines.append(f"{framework}: the page's configuration at the page's batch reaches {target['share']:.1%} "
-                     f"of peak ({verdict})")
+        line = (f"{framework}: the page's configuration at the page's batch reaches {target['share']:.1%} "
+                f"of peak ({verdict})")
+        if target["meets"] is False:
+            line += f"; why: {why_below_peak(report, framework, target)}"
+        lines.append(line)
     return "\n".join(lines)
