@@ -243,7 +243,7 @@ def test_the_summary_refuses_parts_that_disagree_or_a_run_without_the_page():
 
 def test_a_configuration_that_computes_another_result_is_never_the_fastest():
     run = raw_run("imdb", {"pytorch": {
-        "nn.GRU time-major, gather": measured([0.1] * 3, defaults=True, first_result=0.69),
+        "nn.GRU time-major, gather, fused Adam": measured([0.1] * 3, defaults=True, first_result=0.69),
         "nn.GRU batch-first, packed": measured([0.05] * 3, first_result=0.70),  # another loss
         "nn.GRU batch-first, gather": measured([0.09] * 3, first_result=0.69),
     }}, {"numpy (its BLAS)": [0.02] * 3}, 20_250_400)
@@ -321,6 +321,13 @@ def test_why_a_page_stops_short_of_a_target_comes_from_what_the_report_measured(
         "its own matrix product (torch oneDNN linear) reaches 100.0% of the peak, so the product does not stop it")
     assert why_below_peak(report, "mxnet", targets["pytorch"]) == (
         "the report has no matrix product of this framework to compare with")
+    # a product slower than the network itself explains nothing: the convolutions bypass it
+    slow_product = {**report, "matmul_flops": {**report["matmul_flops"],
+                                               "jax.numpy.dot (XLA)": 0.9 * targets["jax"]["share"] * 2e11}}
+    assert why_below_peak(slow_product, "jax", targets["jax"]).startswith(
+        "its own matrix product (jax.numpy.dot (XLA)) reaches ")
+    assert "less than the network itself, whose convolutions do not go through it" in why_below_peak(
+        slow_product, "jax", targets["jax"])
     rows = missed_targets([report])
     assert [row[1:3] for row in rows] == [["pytorch", "page / fastest <= 1.10"], ["pytorch", "75% of peak"],
                                          ["jax", "75% of peak"]]

@@ -132,6 +132,8 @@ CHAINER_LIMIT = ("Chainer's settings beyond the page's are numpy's BLAS threads 
                  "when numpy loads) and its type checks (chainer.config.type_check = False, which also drops "
                  "the checks that catch a reader's shape errors); the tabs leave a reader's process environment "
                  "alone and keep the checks, and Chainer's oneDNN path (iDeep) cannot be installed here")
+TF_IMDB_LIMIT = ("the tab leaves XLA off: on a GPU Keras runs this GRU on cuDNN, which it will not compile "
+                 "with XLA (see the chapter's Model section), and the tab runs one way on a CPU and a GPU")
 #: The page's configuration again, in a process of its own (SECOND_PROCESS): what two processes
 #: running the same code differ by (in trials here, Chainer's CIFAR-10 step ran 1.15 to 1.33x
 #: faster in a second process than in the page's), which a setting timed in a process of its
@@ -194,20 +196,21 @@ TASKS = {
     }, limits={"mxnet": MX_LIMIT, "chainer": CHAINER_LIMIT}),
     "imdb": Task("imdb", "book/chapters/imdb_gru.md", "make_training", True, {
         "pytorch": {
-            "nn.GRU time-major, gather": Alternative(
-                {"fused": True, "batch_first": False, "readout": "gather"}, "nn.GRU's own layout"),
+            "nn.GRU time-major, gather, fused Adam": Alternative(
+                {"fused": True, "batch_first": False, "readout": "gather", "fused_optimizer": True},
+                "nn.GRU's own layout; torch.optim's fused Adam: one kernel for every parameter"),
+            "nn.GRU time-major, gather, Adam's loop": Alternative(
+                {"fused": True, "batch_first": False, "readout": "gather", "fused_optimizer": False},
+                "torch.optim's Adam as it runs by default on a CPU: a loop over the parameters"),
             "nn.GRU batch-first, gather": Alternative(
                 {"fused": True, "batch_first": True, "readout": "gather"}, "no transpose of the ids"),
             "nn.GRU batch-first, packed": Alternative(
                 {"fused": True, "batch_first": True, "readout": "packed"}, "the kernel skips the padding"),
             "GRUCell loop, time-major": Alternative(
                 {"fused": False, "batch_first": False, "readout": "gather"}, "a Python loop over the cell"),
-            "nn.GRU time-major, gather, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "nn.GRU time-major, gather, fused Adam, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
             "step 150 readout": Alternative(
                 why="no gather", dropped="other computation: reads the state after the padding"),
-            "nn.GRU time-major, gather, fused Adam": Alternative(
-                {"fused": True, "batch_first": False, "readout": "gather", "fused_optimizer": True},
-                "torch.optim's fused Adam: one kernel for every parameter"),
         },
         "tensorflow": {
             "GRU with mask, XLA off": Alternative({"readout": "mask", "jit_compile": False},
@@ -258,7 +261,7 @@ TASKS = {
             "NStepGRU, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
             "NStepGRU, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
         },
-    }, limits={"mxnet": MX_LIMIT}),
+    }, limits={"mxnet": MX_LIMIT, "tensorflow": TF_IMDB_LIMIT}),
     "resnet50": Task("resnet50", "book/chapters/resnet50_features.md", "make_resnet50", False, {
         "pytorch": {
             "NHWC, torch.compile": Alternative({"channels_last": True, "compile": True, "freeze": False},
