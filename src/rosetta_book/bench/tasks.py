@@ -132,6 +132,9 @@ CHAINER_LIMIT = ("Chainer's settings beyond the page's are numpy's BLAS threads 
                  "when numpy loads) and its type checks (chainer.config.type_check = False, which also drops "
                  "the checks that catch a reader's shape errors); the tabs leave a reader's process environment "
                  "alone and keep the checks, and Chainer's oneDNN path (iDeep) cannot be installed here")
+JAX_LIMIT = ("JAX's thread settings are XLA flags (XLA_FLAGS) that it reads when it starts; the tabs leave a "
+             "reader's process environment alone rather than set variables in their code, so the page runs "
+             "with JAX's defaults and a reader sets these in the shell")
 TF_IMDB_LIMIT = ("the tab leaves XLA off: on a GPU Keras runs this GRU on cuDNN, which it will not compile "
                  "with XLA (see the chapter's Model section), and the tab runs one way on a CPU and a GPU")
 #: The page's configuration again, in a process of its own (SECOND_PROCESS): what two processes
@@ -193,7 +196,7 @@ TASKS = {
             "numpy, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
             "iDeep (oneDNN)": Alternative(why="oneDNN's convolutions", dropped=CHAINER_IDEEP_WHY),
         },
-    }, limits={"mxnet": MX_LIMIT, "chainer": CHAINER_LIMIT}),
+    }, limits={"jax": JAX_LIMIT, "mxnet": MX_LIMIT, "chainer": CHAINER_LIMIT}),
     "imdb": Task("imdb", "book/chapters/imdb_gru.md", "make_training", True, {
         "pytorch": {
             "nn.GRU time-major, gather, fused Adam": Alternative(
@@ -261,7 +264,8 @@ TASKS = {
             "NStepGRU, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
             "NStepGRU, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
         },
-    }, limits={"mxnet": MX_LIMIT, "tensorflow": TF_IMDB_LIMIT}),
+    }, limits={"tensorflow": TF_IMDB_LIMIT, "jax": JAX_LIMIT, "mxnet": MX_LIMIT,
+                "chainer": CHAINER_LIMIT}),
     "resnet50": Task("resnet50", "book/chapters/resnet50_features.md", "make_resnet50", False, {
         "pytorch": {
             "NHWC, torch.compile": Alternative({"channels_last": True, "compile": True, "freeze": False},
@@ -309,7 +313,7 @@ TASKS = {
             "numpy, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
             "iDeep (oneDNN)": Alternative(why="oneDNN's convolutions", dropped=CHAINER_IDEEP_WHY),
         },
-    }, stop_before="Evaluation", limits={"mxnet": MX_LIMIT},  # no training: the first calls are in Evaluation
+    }, stop_before="Evaluation", limits={"jax": JAX_LIMIT, "mxnet": MX_LIMIT, "chainer": CHAINER_LIMIT},  # no training: the first calls are in Evaluation
         in_turn="all five frameworks' processes at once (a ResNet-50 in each, one of them 4.3 GB resident) "
                 "outgrew the 2-core machine's 24 GB: the out-of-memory killer ended one"),
 }
