@@ -123,6 +123,7 @@ def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path)
     another task's report is not shown; without one, the line says how to make one."""
     from test_bench import CIFAR_RUN
     from rosetta_book.bench.report import summarize
+    from rosetta_book.bench.tasks import JAX_LIMIT
     from rosetta_utils.results_report import TASK_BENCH_HEADERS, task_bench_table
 
     build, curated = tmp_path / "build", tmp_path / "curated"
@@ -137,7 +138,7 @@ def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path)
     jax = dict(zip(headers, next(row for row in rows if row[0] == "jax")))
     assert jax["page's configuration"] == "jit" and jax["fastest found"] == "no jit"
     assert jax["page / fastest"] == "1.50, beyond the spread" and jax["target"] == "1.10 (MISSED)"
-    assert jax["why the page stops there"] == "not established"  # missed, no reason recorded for JAX
+    assert jax["why the page stops there"] == JAX_LIMIT  # missed: the task's recorded reason
     assert dict(zip(headers, next(row for row in rows if row[0] == "pytorch")))["why the page stops there"] == "-"
     limited = {**report, "frameworks": {**report["frameworks"],
                                         "jax": {**report["frameworks"]["jax"], "limit": "a reason"}}}
