@@ -352,6 +352,9 @@ def why_below_peak(report: dict[str, Any], framework: str, target: dict[str, Any
     if own < target["target"] and target["share"] <= own:
         return (f"its own fastest float32 matrix product ({path}) reaches {own:.1%} of the peak, below "
                 f"the target itself; the page runs at {target['share'] / own:.0%} of that product's rate")
+    convolutions = report["frameworks"].get(framework, {}).get("convolutions_alone") or {}
+    if "fraction_of_peak" in convolutions:
+        return _why_convolutions(convolutions, target)
     if own < target["target"]:
         return (f"its own matrix product ({path}) reaches {own:.1%} of the peak, less than the network "
                 "itself, whose convolutions do not go through it; what holds them below the target is not "
@@ -359,6 +362,22 @@ def why_below_peak(report: dict[str, Any], framework: str, target: dict[str, Any
     return (f"its own matrix product ({path}) reaches {own:.1%} of the peak, so the product does not stop "
             "it; what does (the layers between the products, the convolutions' own kernels) is not "
             "measured here")
+
+
+def _why_convolutions(convolutions: dict[str, Any], target: dict[str, Any]) -> str:
+    """Why, from the page's convolutions timed alone (the benchmark's probe): their kernels,
+    when they alone stay below the target; else the layers between them."""
+    rate, time_share = convolutions["fraction_of_peak"], convolutions["share_of_page_time"]
+    alone = (f"its {convolutions['count']} convolutions, timed alone on the page's batch (one call each), "
+             f"reach {rate:.1%} of the peak")
+    rest = (f"the layers between them take the other {1 - time_share:.0%} of the page's time" if time_share < 1
+            else f"alone they took {time_share:.0%} of the page's time, which runs them faster")
+    if rate < target["target"]:
+        return (f"{alone}, below the target: its convolution kernels hold it there (they do "
+                f"{convolutions['share_of_model_flops']:.0%} of the model's arithmetic; {rest})")
+    return (f"{alone}, above the target, but {rest} (batch norm, activations, additions, pooling: "
+            f"{1 - convolutions['share_of_model_flops']:.1%} of the arithmetic), which holds the page at "
+            f"{target['share']:.1%}")
 
 
 def missed_targets(reports: Iterable[dict[str, Any]]) -> list[list[Any]]:

@@ -99,6 +99,9 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
                           if alternative.dropped},
             "other_results": other_results, "limit": task.limits.get(framework), "data": result["data"],
         }
+        if "convolutions" in result:
+            report["frameworks"][framework]["convolutions_alone"] = convolutions_alone(
+                result["convolutions"], configurations[page], per_item_flops, peak)
     if report["frameworks"]:
         leader = min(report["frameworks"], key=lambda fw: _best(report, fw)["seconds_per_item"])
         report["fastest_framework"] = {
@@ -110,6 +113,28 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
             report["peak_targets"] = peak_targets(
                 {fw: _page(report, fw)["fraction_of_peak"] for fw in report["frameworks"]}, leader)
     return report
+
+
+def convolutions_alone(measured: Mapping[str, Any], page: Mapping[str, Any], per_item_flops: float,
+                       peak: float) -> dict[str, Any]:
+    """The page's convolutions timed alone (``measured``: what the page's process reported)
+    beside the page's configuration (``page``, its numbers in the report): their rate as a
+    share of the peak, their share of the model's arithmetic and their time as a share of
+    the page's on the same batch."""
+    if "not_measured" in measured:
+        return {"not_measured": measured["not_measured"]}
+    if not measured["seconds"]:
+        raise ValueError("the page's convolutions were built but never timed")
+    median = statistics.median(measured["seconds"])
+    rate = measured["flops"] / median
+    page_seconds = page["seconds_per_item"] * measured["items"]
+    return {
+        "count": measured["count"], "items": measured["items"], "median_seconds": median,
+        "quartile_seconds": list(Timing(tuple(measured["seconds"])).quartiles),
+        "flops_per_second": rate, "fraction_of_peak": rate / peak,
+        "share_of_model_flops": measured["flops"] / (per_item_flops * measured["items"]),
+        "share_of_page_time": median / page_seconds,
+    }
 
 
 def _plain(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -181,6 +206,18 @@ def format_report(report: Mapping[str, Any]) -> str:
                 f"{numbers['fraction_of_peak']:>8.1%} {numbers['relative_to_fastest']:>8.2f}  {note}")
         for name, reason in result["not_timed"].items():
             lines.append(f"{framework:<11} {name:<{width}} {'not timed':>9}  {reason}")
+        convolutions = result.get("convolutions_alone")
+        if convolutions and "not_measured" in convolutions:
+            lines.append(f"{framework:<11} the page's convolutions alone: not measured ("
+                         f"{convolutions['not_measured']})")
+        elif convolutions:
+            lower, upper = convolutions["quartile_seconds"]
+            lines.append(
+                f"{framework:<11} the page's {convolutions['count']} convolutions alone, one call each on the "
+                f"page's batch: {convolutions['median_seconds'] * 1e3:.1f} ms (IQR {(upper - lower) * 1e3:.1f}), "
+                f"{convolutions['flops_per_second'] / 1e9:.1f} GFLOP/s, {convolutions['fraction_of_peak']:.1%} "
+                f"of peak; {convolutions['share_of_model_flops']:.1%} of the model's FLOP in "
+                f"{convolutions['share_of_page_time']:.0%} of the page's time")
     lines.append(f"* the page's configuration; target: within {report['target_ratio']:.2f}x of its framework's "
                  "fastest")
     for framework, result in report["frameworks"].items():

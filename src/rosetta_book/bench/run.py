@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.envreport import cpu_model
 
+from .convolutions import CONVOLUTIONS
 from .tasks import Alternative, Task, resolve_task
 
 #: The side of the square float32 matrices whose product sets the peak.
@@ -206,6 +207,7 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
                 numpy_product()
                 seconds = {index: {name: [] for name in group.names} for index, group in enumerate(groups)}
                 matmul: dict[str, list[float]] = {"numpy (its BLAS)": []}
+                probes: dict[int, dict[str, list[float]]] = {}  # process -> probe -> seconds
                 turns = list(range(len(processes))) + [None]  # None: the parent's numpy turn
                 for round_ in range(rounds):
                     shift = round_ % len(turns)
@@ -222,6 +224,8 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
                             seconds[turn][name].append(value)
                         for path, value in answer["matmul_seconds"].items():
                             matmul.setdefault(path, []).append(value)
+                        for name, value in answer.get("probe_seconds", {}).items():
+                            probes.setdefault(turn, {}).setdefault(name, []).append(value)
                     log(f"{task}: round {round_ + 1}/{rounds} done")
         finally:
             for process in processes:
@@ -232,6 +236,9 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
             continue
         entry = measured.setdefault(group.framework, {"alternatives": {}})
         entry.update({key: ready[index][key] for key in ("data", "flops_per_item")})
+        if "convolutions" in ready[index]:  # the page's convolutions alone, from the page's process
+            entry["convolutions"] = {**ready[index]["convolutions"],
+                                     "seconds": probes.get(index, {}).get(CONVOLUTIONS, [])}
         for name in group.names:
             entry["alternatives"][name] = {**ready[index]["ready"][name], "seconds": seconds[index][name],
                                            "env": group.env}

@@ -64,6 +64,9 @@ class Task:
     # why the frameworks are timed one after another (each framework's processes alone on
     # the machine, its configurations taking turns among themselves); "": all at once
     in_turn: str = ""
+    # whether the page's process also times the page model's convolutions alone
+    # (rosetta_book.bench.convolutions), to tell its kernels from the layers between them
+    convolutions: bool = False
 
     def load(self, framework: str, root: Path) -> dict[str, Any]:
         """The page's ``framework`` part up to :attr:`stop_before` (its Setup, Data and
@@ -315,7 +318,8 @@ TASKS = {
         },
     }, stop_before="Evaluation", limits={"jax": JAX_LIMIT, "mxnet": MX_LIMIT, "chainer": CHAINER_LIMIT},  # no training: the first calls are in Evaluation
         in_turn="all five frameworks' processes at once (a ResNet-50 in each, one of them 4.3 GB resident) "
-                "outgrew the 2-core machine's 24 GB: the out-of-memory killer ended one"),
+                "outgrew the 2-core machine's 24 GB: the out-of-memory killer ended one",
+        convolutions=True),
 }
 
 #: Every task also times its page's configuration in a second process (see SECOND_PROCESS).

@@ -80,3 +80,38 @@ KILLED = TinyTask("tiny-killed", "(no page)", "make_training", True, {
     "pytorch": {"page": Alternative({}, "the builder's defaults"),
                 "dies": Alternative({"die_after": 3}, "killed at its first timed call")},
 })
+
+
+def make_features(width=4):
+    """A stand-in for a feature extractor's builder: ``(model, extract)``, a PyTorch model of
+    two convolutions (imported here: only this task's processes need PyTorch)."""
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, width, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(width, width, 1)).eval()
+
+    def extract(images):
+        with torch.inference_mode():
+            return model(torch.from_numpy(images)).mean((2, 3))
+
+    return model, extract
+
+
+@dataclass(frozen=True)
+class TinyFeatureTask(TinyTask):
+    def load(self, framework: str, root: Path) -> dict[str, Any]:
+        data = SimpleNamespace(source="synthetic (the benchmark's tiny test task)")
+        return {"make_features": make_features, "data": data,
+                "images": np.ones((2, 3, 8, 8), np.float32), "BATCH": 2}
+
+    def inputs(self, namespace: Mapping[str, Any], batch_factor: float = 1.0) -> tuple[Any, ...]:
+        return (namespace["images"][:round(namespace["BATCH"] * batch_factor)],)
+
+
+#: Feature extraction with a probe of its model's convolutions (two, on 2 images of 8 x 8:
+#: 3->4 3x3 and 4->4 1x1).
+TINY_FEATURES = TinyFeatureTask("tiny-features", "(no page)", "make_features", False, {
+    "pytorch": {"page": Alternative({}, "the builder's defaults"),
+                "wider": Alternative({"width": 8}, "another option")},
+}, convolutions=True)
+TINY_FEATURE_FLOPS = 2 * 2 * 8 * 8 * 4 * (3 * 9 + 4)

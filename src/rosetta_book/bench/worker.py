@@ -27,6 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .convolutions import CONVOLUTIONS
 from .tasks import Task, resolve_task
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -79,6 +80,23 @@ def prepare_call(task: Task, namespace: Mapping[str, Any], framework: str, optio
     return extract_once, len(images)
 
 
+def convolution_probe(task: Task, namespace: Mapping[str, Any],
+                      framework: str) -> tuple[Callable[[], Any] | None, dict[str, Any]]:
+    """The page's model (built with the builder's defaults) taken apart into its
+    convolutions, on the page's batch: ``(call, facts)``, facts being the FLOP of a call
+    and the number of convolutions, or, where the framework cannot be taken apart,
+    ``(None, {"not_measured": why})``."""
+    from .convolutions import convolutions_alone
+
+    model = namespace[task.builder]()[0]
+    (images,) = task.inputs(namespace)
+    try:
+        call, flops, count = convolutions_alone(framework, model, images)
+    except NotImplementedError as error:
+        return None, {"not_measured": str(error)}
+    return call, {"flops": flops, "count": count, "items": len(images)}
+
+
 def scalar(value: Any) -> float | None:
     """A training step's loss as a Python float (None if it is not one number)."""
     try:
@@ -104,6 +122,7 @@ def serve(task_name: str, framework: str, address: str, authkey: bytes) -> int:
     request = json.loads(connection.recv_bytes())
     calls: dict[str, Callable[[], Any]] = {}
     products: dict[str, Callable[[], Any]] = {}
+    probes: dict[str, Callable[[], Any]] = {}  # timed like the alternatives, reported apart
     try:
         task = resolve_task(task_name)
         if request["names"]:
@@ -126,6 +145,12 @@ def serve(task_name: str, framework: str, address: str, authkey: bytes) -> int:
                 details[name] = {"items": items, "defaults": is_page, "first_result": scalar(first),
                                  "build_seconds": time.perf_counter() - start}
             facts = {"data": namespace["data"].source, "flops_per_item": task.flops_per_item(namespace)}
+            if task.convolutions and any(details[name]["defaults"] and not alternatives[name].env
+                                         for name in request["names"]):
+                probe, facts["convolutions"] = convolution_probe(task, namespace, framework)
+                if probe is not None:
+                    probe()  # warm-up
+                    probes[CONVOLUTIONS] = probe
         else:
             details, facts = {}, {}
         if request["peak"]:
@@ -141,16 +166,16 @@ def serve(task_name: str, framework: str, address: str, authkey: bytes) -> int:
         if message["do"] == "quit":
             return 0
         try:
-            send(timed_round(calls, products, message["round"]))
+            send(timed_round(calls, products, message["round"], probes))
         except Exception:
             send({"error": traceback.format_exc()})
             return 1
 
 
 def timed_round(calls: Mapping[str, Callable[[], Any]], products: Mapping[str, Callable[[], Any]],
-                round_: int) -> dict[str, dict[str, float]]:
+                round_: int, probes: Mapping[str, Callable[[], Any]] | None = None) -> dict[str, dict[str, float]]:
     """One timed call of each alternative, each round starting one alternative later, then
-    one of each matrix-multiply path."""
+    one of each probe (the page's convolutions alone), then one of each matrix-multiply path."""
     names = list(calls)
     shift = round_ % len(names) if names else 0
     seconds: dict[str, float] = {}
@@ -158,12 +183,13 @@ def timed_round(calls: Mapping[str, Callable[[], Any]], products: Mapping[str, C
         start = time.perf_counter()
         calls[name]()
         seconds[name] = time.perf_counter() - start
-    matmul: dict[str, float] = {}
-    for path, product in products.items():
-        start = time.perf_counter()
-        product()
-        matmul[path] = time.perf_counter() - start
-    return {"seconds": seconds, "matmul_seconds": matmul}
+    timed: dict[str, dict[str, float]] = {"probe_seconds": {}, "matmul_seconds": {}}
+    for kind, functions in (("probe_seconds", probes or {}), ("matmul_seconds", products)):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            timed[kind][name] = time.perf_counter() - start
+    return {"seconds": seconds, **timed}
 
 
 def main(argv: list[str]) -> int:
