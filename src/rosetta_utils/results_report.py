@@ -373,11 +373,12 @@ def _why_convolutions(convolutions: dict[str, Any], target: dict[str, Any]) -> s
     rest = (f"the layers between them take the other {1 - time_share:.0%} of the page's time" if time_share < 1
             else f"alone they took {time_share:.0%} of the page's time, which runs them faster")
     if rate < target["target"]:
-        return (f"{alone}, below the target: its convolution kernels hold it there (they do "
-                f"{convolutions['share_of_model_flops']:.0%} of the model's arithmetic; {rest})")
-    return (f"{alone}, above the target, but {rest} (batch norm, activations, additions, pooling: "
-            f"{1 - convolutions['share_of_model_flops']:.1%} of the arithmetic), which holds the page at "
-            f"{target['share']:.1%}")
+        return f"{alone}, below the target: its convolution kernels hold it there ({rest})"
+    if time_share >= 1:
+        return (f"{alone}, above the target, in {time_share:.0%} of the page's time; what holds the page at "
+                f"{target['share']:.1%} is not measured here")
+    return (f"{alone}, above the target, but {rest} (batch norm, activations, additions, pooling), which "
+            f"holds the page at {target['share']:.1%}")
 
 
 def missed_targets(reports: Iterable[dict[str, Any]]) -> list[list[Any]]:

@@ -216,8 +216,8 @@ def format_report(report: Mapping[str, Any]) -> str:
                 f"{framework:<11} the page's {convolutions['count']} convolutions alone, one call each on the "
                 f"page's batch: {convolutions['median_seconds'] * 1e3:.1f} ms (IQR {(upper - lower) * 1e3:.1f}), "
                 f"{convolutions['flops_per_second'] / 1e9:.1f} GFLOP/s, {convolutions['fraction_of_peak']:.1%} "
-                f"of peak; {convolutions['share_of_model_flops']:.1%} of the model's FLOP in "
-                f"{convolutions['share_of_page_time']:.0%} of the page's time")
+                f"of peak, in {convolutions['share_of_page_time']:.0%} of the page's time (their FLOP: "
+                f"{convolutions['share_of_model_flops']:.1%} of the model's count)")
     lines.append(f"* the page's configuration; target: within {report['target_ratio']:.2f}x of its framework's "
                  "fastest")
     for framework, result in report["frameworks"].items():
