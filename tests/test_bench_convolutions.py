@@ -20,18 +20,29 @@ HAND_COUNT = 2 * (2 * 8 * 8 * 4 * 3 * 9 + 2 * 4 * 4 * 6 * 4 * 1 + 2 * 2 * 2 * 6 
 
 
 def tiny_model(framework, channels_last=False):
+    """The three convolutions of HAND_COUNT in ``framework``: ``(model, images)``, the images
+    as the probe takes them (the page's batch: NCHW, except Keras's NHWC)."""
     if framework == "pytorch":
         import torch
 
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(),
                                     torch.nn.Conv2d(4, 6, 1, stride=2), torch.nn.Conv2d(6, 6, 3, groups=3))
-        return model.to(memory_format=torch.channels_last) if channels_last else model
+        model = model.to(memory_format=torch.channels_last) if channels_last else model
+        return model, IMAGES
+    if framework == "jax":
+        from flax import nnx
+
+        rngs = nnx.Rngs(0)
+        model = nnx.Sequential(nnx.Conv(3, 4, (3, 3), padding="SAME", rngs=rngs), nnx.relu,
+                               nnx.Conv(4, 6, (1, 1), strides=2, rngs=rngs),
+                               nnx.Conv(6, 6, (3, 3), padding="VALID", feature_group_count=3, rngs=rngs))
+        return model, IMAGES
     import keras
 
     inputs = keras.Input((8, 8, 3))
     x = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(inputs)
     x = keras.layers.Conv2D(6, 1, strides=2)(x)
-    return keras.Model(inputs, keras.layers.Conv2D(6, 3, groups=3)(x))
+    return keras.Model(inputs, keras.layers.Conv2D(6, 3, groups=3)(x)), IMAGES.transpose(0, 2, 3, 1)
 
 
 def test_a_convolutions_arithmetic_counts_each_group_once():
@@ -44,8 +55,7 @@ def test_a_convolutions_arithmetic_counts_each_group_once():
 @pytest.mark.parametrize("framework", [name for name in PROBED if name in IN_PROCESS])
 def test_the_probe_finds_every_convolution_with_its_shapes(framework):
     for channels_last in ((False, True) if framework == "pytorch" else (False,)):
-        model = tiny_model(framework, channels_last)
-        images = IMAGES if framework == "pytorch" else IMAGES.transpose(0, 2, 3, 1)
+        model, images = tiny_model(framework, channels_last)
         call, flops, count = convolutions_alone(framework, model, images)
         assert count == 3 and flops == HAND_COUNT
         last = np.asarray(call().detach() if framework == "pytorch" else call())
@@ -58,6 +68,10 @@ def test_a_model_without_convolutions_is_refused(framework):
         import torch
 
         model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
+    elif framework == "jax":
+        from flax import nnx
+
+        model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))  # on the last axis of NHWC
     else:
         import keras
 
@@ -68,8 +82,8 @@ def test_a_model_without_convolutions_is_refused(framework):
 
 
 def test_a_framework_it_cannot_take_apart_says_so():
-    with pytest.raises(NotImplementedError, match="jax: the benchmark cannot take a model apart"):
-        convolutions_alone("jax", object(), IMAGES)
+    with pytest.raises(NotImplementedError, match="mxnet: the benchmark cannot take a model apart"):
+        convolutions_alone("mxnet", object(), IMAGES)
 
 
 def _report(conv_seconds, not_measured=None):

@@ -5,15 +5,17 @@ framework's own matrix product reaches it, the question is whether the
 convolutions themselves are slower (the framework's kernels) or the layers
 between them take the time (batch norm, activations, additions, pooling).
 :func:`convolutions_alone` answers it from the page's own model: it runs the
-model once on the page's batch, notes every convolution with the shape of its
-input and output, and returns a call that runs each of those convolutions
-once, on an input of that shape in the layout the model gave it, as the
-framework runs a single layer (eager in PyTorch, in one ``tf.function`` in
-TensorFlow), together with the FLOP of one such call (2 per multiply-add).
-The benchmark times it in the same rounds as the page's configuration.
+model once on the page's batch (JAX: traces it, in Flax's NHWC layout),
+notes every convolution with the shape of its input and output, and returns a call
+that runs each of those convolutions once, on an input of that shape in the
+layout the model gave it, as the framework runs a single layer (eager in
+PyTorch, in one ``tf.function`` in TensorFlow, in one ``jax.jit`` in JAX,
+every convolution's operands passed in so that none is folded as a
+constant), together with the FLOP of one such call (2 per multiply-add). The
+benchmark times it in the same rounds as the page's configuration.
 
 Frameworks without a way here to find a model's convolutions and their
-shapes (JAX, MXNet, Chainer) raise :class:`NotImplementedError`, which the
+shapes (MXNet, Chainer) raise :class:`NotImplementedError`, which the
 benchmark reports as "not measured".
 """
 
@@ -27,7 +29,7 @@ import numpy as np
 #: The name under which a benchmark process times its page's convolutions alone.
 CONVOLUTIONS = "the page's convolutions alone"
 #: The frameworks :func:`convolutions_alone` can take apart.
-PROBED = ("pytorch", "tensorflow")
+PROBED = ("pytorch", "tensorflow", "jax")
 
 
 def conv_call_flops(output_shape: tuple[int, ...], channels_in: int, groups: int,
@@ -41,13 +43,15 @@ def conv_call_flops(output_shape: tuple[int, ...], channels_in: int, groups: int
 
 def convolutions_alone(framework: str, model: Any, images: np.ndarray) -> tuple[Callable[[], Any], int, int]:
     """``(call, flops, count)`` for the convolutions of ``model`` (the page's, as its
-    builder returns it) on ``images`` (the page's batch, as its feature extractor takes
-    them): ``call()`` runs each of the ``count`` convolutions once and waits for them;
-    ``flops`` is the arithmetic of one call. A model with no convolution is an error."""
+    builder returns it) on ``images`` (the page's batch, NCHW, as its feature extractor
+    takes them): ``call()`` runs each of the ``count`` convolutions once and waits for
+    them; ``flops`` is the arithmetic of one call. A model with no convolution is an error."""
     if framework == "pytorch":
         return _pytorch(model, images)
     if framework == "tensorflow":
         return _tensorflow(model, images)
+    if framework == "jax":
+        return _jax(model, images)
     raise NotImplementedError(f"{framework}: the benchmark cannot take a model apart into its convolutions "
                               f"(only {', '.join(PROBED)})")
 
@@ -125,3 +129,45 @@ def _tensorflow(model: Any, images: np.ndarray) -> tuple[Callable[[], Any], int,
         return run()[-1].numpy()  # TensorFlow has run every convolution when it hands the last back
 
     return call, flops, len(calls)
+
+
+def _jax(model: Any, images: np.ndarray) -> tuple[Callable[[], Any], int, int]:
+    import jax
+    from flax import nnx
+    from jax.extend import core
+
+    graphdef, state = nnx.split(model)  # traced as a pure function of its state (eval mode kept)
+
+    found = []
+
+    def walk(jaxpr: Any) -> None:
+        for equation in jaxpr.eqns:
+            if equation.primitive is jax.lax.conv_general_dilated_p:
+                found.append(equation)
+        for inner in core.subjaxprs(jaxpr):  # the jit-compiled forward pass, scans, ...
+            walk(inner)
+
+    forward = jax.make_jaxpr(lambda state, x: nnx.merge(graphdef, state)(x))
+    walk(forward(state, images.transpose(0, 2, 3, 1)).jaxpr)  # Flax's layout: NHWC
+    if not found:
+        raise ValueError("the model has no convolution (no conv_general_dilated in its trace)")
+    key, operands, flops = jax.random.key(0), [], 0
+    for equation in found:
+        arrays = []
+        for variable in equation.invars:
+            key, draw = jax.random.split(key)
+            arrays.append(jax.random.normal(draw, variable.aval.shape, variable.aval.dtype))
+        operands.append(arrays)
+        kernel = equation.invars[1].aval.shape
+        out_spec, in_spec, *spatial = equation.params["dimension_numbers"].rhs_spec
+        flops += conv_call_flops(equation.outvars[0].aval.shape, kernel[in_spec], 1,
+                                 tuple(kernel[axis] for axis in spatial))
+
+    @jax.jit
+    def run(operands: list[list[Any]]) -> list[Any]:
+        return [equation.primitive.bind(*arrays, **equation.params) for equation, arrays in zip(found, operands)]
+
+    def call() -> Any:
+        return jax.block_until_ready(run(operands))[-1]
+
+    return call, flops, len(found)
