@@ -11,11 +11,12 @@ that runs each of those convolutions once, on an input of that shape in the
 layout the model gave it, as the framework runs a single layer (eager in
 PyTorch, in one ``tf.function`` in TensorFlow, in one ``jax.jit`` in JAX,
 every convolution's operands passed in so that none is folded as a
-constant), together with the FLOP of one such call (2 per multiply-add). The
+constant; imperatively in MXNet, from the Gluon block's symbol graph),
+together with the FLOP of one such call (2 per multiply-add). The
 benchmark times it in the same rounds as the page's configuration.
 
 Frameworks without a way here to find a model's convolutions and their
-shapes (MXNet, Chainer) raise :class:`NotImplementedError`, which the
+shapes (Chainer) raise :class:`NotImplementedError`, which the
 benchmark reports as "not measured".
 """
 
@@ -29,7 +30,7 @@ import numpy as np
 #: The name under which a benchmark process times its page's convolutions alone.
 CONVOLUTIONS = "the page's convolutions alone"
 #: The frameworks :func:`convolutions_alone` can take apart.
-PROBED = ("pytorch", "tensorflow", "jax")
+PROBED = ("pytorch", "tensorflow", "jax", "mxnet")
 
 
 def conv_call_flops(output_shape: tuple[int, ...], channels_in: int, groups: int,
@@ -52,6 +53,8 @@ def convolutions_alone(framework: str, model: Any, images: np.ndarray) -> tuple[
         return _tensorflow(model, images)
     if framework == "jax":
         return _jax(model, images)
+    if framework == "mxnet":
+        return _mxnet(model, images)
     raise NotImplementedError(f"{framework}: the benchmark cannot take a model apart into its convolutions "
                               f"(only {', '.join(PROBED)})")
 
@@ -171,3 +174,47 @@ def _jax(model: Any, images: np.ndarray) -> tuple[Callable[[], Any], int, int]:
         return jax.block_until_ready(run(operands))[-1]
 
     return call, flops, len(found)
+
+
+def _mxnet(model: Any, images: np.ndarray) -> tuple[Callable[[], Any], int, int]:
+    import ast
+    import json
+
+    from rosetta_utils.backends.mxnet import _mxnet as imported
+
+    mx = imported()
+    graph = model(mx.sym.var("data"))  # a hybrid block called on a symbol gives its graph
+    nodes = json.loads(graph.tojson())["nodes"]
+    internals = graph.get_internals()
+    _, shapes, _ = internals.infer_shape(data=images.shape)
+    shape_of = dict(zip(internals.list_outputs(), shapes))
+    context = next(iter(model.collect_params().values())).list_ctx()[0]
+    calls, flops, inputs = [], 0, {}
+    for node in nodes:
+        if node["op"] != "Convolution":
+            continue
+        attrs = {key: ast.literal_eval(value) if value[:1] in "([0123456789" else value
+                 for key, value in node["attrs"].items()}
+        source = nodes[node["inputs"][0][0]]
+        shape = shape_of[source["name"] if source["op"] == "null" else f"{source['name']}_output"]
+        output = shape_of[f"{node['name']}_output"]
+        groups = attrs.get("num_group", 1)
+        kernel, channels = tuple(attrs["kernel"]), attrs["num_filter"]
+        if shape not in inputs:
+            inputs[shape] = mx.nd.random.normal(shape=shape, ctx=context)
+        weight = mx.nd.random.normal(shape=(channels, shape[1] // groups, *kernel), ctx=context)
+        options = {key: attrs[key] for key in ("kernel", "stride", "pad", "dilate", "num_filter", "num_group")
+                   if key in attrs}
+        bias = None if attrs.get("no_bias") in (True, "True", "true", 1) else mx.nd.zeros(channels, ctx=context)
+        calls.append((inputs[shape], weight, bias, options))
+        flops += conv_call_flops(output, shape[1], groups, kernel)
+    if not calls:
+        raise ValueError("the model has no Convolution in its graph")
+
+    def call() -> Any:
+        for data, weight, bias, options in calls:
+            result = mx.nd.Convolution(data=data, weight=weight, bias=bias, no_bias=bias is None, **options)
+        result.wait_to_read()  # MXNet's engine runs them in order: the last one waits for all
+        return result
+
+    return call, flops, len(calls)
