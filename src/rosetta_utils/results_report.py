@@ -370,13 +370,12 @@ def _why_convolutions(convolutions: dict[str, Any], target: dict[str, Any]) -> s
     rate, time_share = convolutions["fraction_of_peak"], convolutions["share_of_page_time"]
     alone = (f"its {convolutions['count']} convolutions, timed alone on the page's batch (one call each), "
              f"reach {rate:.1%} of the peak")
-    rest = (f"the layers between them take the other {1 - time_share:.0%} of the page's time" if time_share < 1
-            else f"alone they took {time_share:.0%} of the page's time, which runs them faster")
+    if time_share >= 1:  # one call each is slower than the page's whole network: it shows no cause
+        return (f"{alone}, yet alone they took {time_share:.0%} of the page's time: the page runs them faster "
+                f"together, so one call each does not show what holds it at {target['share']:.1%}")
+    rest = f"the layers between them take the other {1 - time_share:.0%} of the page's time"
     if rate < target["target"]:
         return f"{alone}, below the target: its convolution kernels hold it there ({rest})"
-    if time_share >= 1:
-        return (f"{alone}, above the target, in {time_share:.0%} of the page's time; what holds the page at "
-                f"{target['share']:.1%} is not measured here")
     return (f"{alone}, above the target, but {rest} (batch norm, activations, additions, pooling), which "
             f"holds the page at {target['share']:.1%}")
 
