@@ -365,8 +365,9 @@ def why_below_peak(report: dict[str, Any], framework: str, target: dict[str, Any
 
 
 def _why_convolutions(convolutions: dict[str, Any], target: dict[str, Any]) -> str:
-    """Why, from the page's convolutions timed alone (the benchmark's probe): their kernels,
-    when they alone stay below the target; else the layers between them."""
+    """Why, from the page's convolutions timed alone (the benchmark's probe): no cause shown
+    when one call each is slower than the page's whole network; else their kernels, when
+    they alone stay below the target; else the layers between them."""
     rate, time_share = convolutions["fraction_of_peak"], convolutions["share_of_page_time"]
     alone = (f"its {convolutions['count']} convolutions, timed alone on the page's batch (one call each), "
              f"reach {rate:.1%} of the peak")

@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .convolutions import CONVOLUTIONS
+from .convolutions import CONVOLUTIONS, convolutions_alone
 from .tasks import Task, resolve_task
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -86,8 +86,6 @@ def convolution_probe(task: Task, namespace: Mapping[str, Any],
     convolutions, on the page's batch: ``(call, facts)``, facts being the FLOP of a call
     and the number of convolutions, or, where the framework cannot be taken apart,
     ``(None, {"not_measured": why})``."""
-    from .convolutions import convolutions_alone
-
     model = namespace[task.builder]()[0]
     (images,) = task.inputs(namespace)
     try:
