@@ -1,6 +1,6 @@
 # The two commands of the book:
-#   make book   create the environments if needed, install, run the benchmark, build the whole book
-#               (executing every page)
+#   make book   create the environments if needed, install, build the whole book (executing
+#               every page; BENCH=1 runs the benchmark first)
 #   make test   the same environments: a smoke build of the whole book, unit tests, checks of its HTML
 #
 # Two environments (environments/README.md), each from its own constraints file:
@@ -73,12 +73,16 @@ export ROSETTA_RESULTS_DIR ?= $(CURDIR)/_build/results
 export ROSETTA_CURRENT_PYTHON := $(CURDIR)/$(CURRENT)/bin/python
 export ROSETTA_LEGACY_PYTHON := $(CURDIR)/$(LEGACY)/bin/python
 
-.PHONY: bench site-tests book test unit-tests unit-tests-current unit-tests-legacy book-smoke browser gpu-check gpu-dry-run environments clean
+.PHONY: bench downloads-check site-tests book test unit-tests unit-tests-current unit-tests-legacy book-smoke browser gpu-check gpu-dry-run environments clean
 
-# ROSETTA_BENCH=0 builds without running the benchmark first (the smoke build of `make
-# test` does: it takes minutes per task); its pages then show the newest curated report.
-ROSETTA_BENCH ?= 1
-book: $(STAMPS) $(if $(filter 0,$(ROSETTA_BENCH)),,bench)
+# BENCH=1 runs the benchmark (make bench, minutes per task) before building, and the task
+# pages show its reports; without it they show the newest report there is, this machine's
+# (_build/results) or the curated one (results/), labelled with its machine and date.
+BENCH ?= 0
+ifeq ($(filter $(BENCH),0 1),)
+$(error BENCH=$(BENCH) is not valid: use BENCH=1 (run the benchmark first) or BENCH=0)
+endif
+book: $(STAMPS) $(if $(filter 1,$(BENCH)),bench)
 	ROSETTA_BOOK_BUILD=1 $(BIN)/jupyter-book build . --builder html --warningiserror --keep-going
 	@echo "Book built: $(HTML)/index.html"
 
@@ -94,15 +98,37 @@ bench: $(STAMPS)
 
 environments: $(STAMPS)
 
-# The smoke build runs first: the unit tests then take the parts it executed from its
-# cache (the same code, profile and helpers; see rosetta_book.chapter), instead of
-# executing every page a second time. The legacy environment's unit tests and the tests of
-# the built site then run side by side (each keeps one core busy for a few minutes, and
-# neither times anything), with their outputs one after the other.
-test: book-smoke browser
-	ROSETTA_BUILD_CACHE=$(CURDIR)/_build/.jupyter_cache $(MAKE) --no-print-directory unit-tests-current
-	ROSETTA_BUILD_CACHE=$(CURDIR)/_build/.jupyter_cache $(MAKE) --no-print-directory -j2 --output-sync=target \
-	  $(if $(LEGACY_FRAMEWORKS),unit-tests-legacy) site-tests
+# Every download run where a reader runs it (rosetta_book.downloads_check): per framework,
+# fresh environments made from each download's own install line (never the book's), each
+# download run alone there, offline, in the smoke profile. Five frameworks' environments:
+# minutes each, and the downloads themselves; the publish workflow runs it, and make test
+# runs one download per framework (DOWNLOADS_CHECK_ARGS=--one-per-framework).
+DOWNLOADS_CHECK_ARGS ?=
+downloads-check: $(CURRENT_STAMP)
+	$(BIN)/python -m rosetta_book.downloads_check --frameworks $(subst $(space),$(comma),$(SELECTED)) \
+	  --current-python $(PYTHON_CURRENT) $(if $(LEGACY_FRAMEWORKS),--legacy-python $(PYTHON_LEGACY)) \
+	  $(DOWNLOADS_CHECK_ARGS)
+
+# make test, in timed phases (tools/phase; their times are printed again at the end): the
+# environments, both at once beside the browser's install; the smoke build as the test
+# build (ROSETTA_TEST_BUILD=1: every part shares the machine, and the pages say their times
+# are not measurements); then every test (tools/run_tests.py): the current and legacy
+# environments' unit tests and the built site's tests, each heavy test file in a process of
+# its own, the light ones a few to a process, as many processes at once as there are cores.
+# The unit tests take the parts the build executed from its cache (the same code, profile
+# and helpers; see rosetta_book.chapter) instead of executing every page a second time. The
+# last line counts what was checked: the verdicts the build gated and the tests that ran.
+TEST_RUN := _build/test-run
+test:
+	@rm -f $(TEST_RUN)/phases.tsv
+	@tools/phase $(TEST_RUN)/phases.tsv "environments and the browser" \
+	  $(MAKE) --no-print-directory -j3 --output-sync=target environments browser
+	@tools/phase $(TEST_RUN)/phases.tsv "smoke build (the test build)" \
+	  $(MAKE) --no-print-directory book-smoke ROSETTA_TEST_BUILD=1
+	@tools/phase $(TEST_RUN)/phases.tsv "tests (unit, legacy, site)" env ROSETTA_TEST_BUILD=1 \
+	  ROSETTA_BUILD_CACHE=$(CURDIR)/_build/.jupyter_cache $(BIN)/python tools/run_tests.py --current $(BIN)/python \
+	  $(if $(LEGACY_FRAMEWORKS),--legacy $(LEGACY)/bin/python) --site $(HTML) --out $(TEST_RUN) \
+	  --verdicts _build/verdicts-gated.json; status=$$?; tools/phase --report $(TEST_RUN)/phases.tsv; exit $$status
 
 # The tests of the built site (what a reader sees: every page built, no failed verdict
 # shown, the downloads): after `make test`'s smoke build, and after the publish
@@ -133,7 +159,7 @@ unit-tests-legacy: $(LEGACY_STAMP)
 	ROSETTA_OFFLINE=1 ROSETTA_TEST_ENVIRONMENT=legacy $(LEGACY)/bin/python -m pytest -q --durations=15 --ignore-glob='tests/test_built_*.py'
 
 book-smoke: $(STAMPS)
-	ROSETTA_PROFILE=smoke ROSETTA_OFFLINE=1 ROSETTA_BENCH=0 $(MAKE) --no-print-directory book
+	ROSETTA_PROFILE=smoke ROSETTA_OFFLINE=1 $(MAKE) --no-print-directory book BENCH=0
 
 # One environment: create it with its interpreter, install under its constraints, and
 # write the stamp last, so that an interrupted install is never taken as complete.

@@ -14,7 +14,7 @@ from local_http_server import LocalHTTPServer
 from rosetta_book.chapter import BUILD_CACHE_VARIABLE
 from rosetta_book.environments import ENVIRONMENTS, available_frameworks, check_environment, require_python
 from rosetta_book.one_framework import environment as one_framework_environment
-from rosetta_book.page_execution import framework_parts_cache, jax_compilation_cache
+from rosetta_book.page_execution import compilation_caches, framework_parts_cache
 from rosetta_utils.frameworks import _use_stdlib_distutils, is_installed, selected_frameworks
 
 #: Which environment this test run is (``make unit-tests`` runs both): ``current`` runs
@@ -22,6 +22,10 @@ from rosetta_utils.frameworks import _use_stdlib_distutils, is_installed, select
 #: in the test's own process (in the current run their legacy cases are absent or skip).
 TEST_ENVIRONMENT = check_environment(os.environ.get("ROSETTA_TEST_ENVIRONMENT", "current"))
 if TEST_ENVIRONMENT == "legacy":
+    # MXNet reads OMP_NUM_THREADS once, when it is first imported, and without it runs on one
+    # OpenMP thread; its pages set it to the usable cores before their import, and so does this
+    # process, whichever of its test files imports MXNet first (tools/run_tests.py groups them).
+    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
     # Chainer's Caffe protobufs predate protobuf 4 and need its Python parser, which protobuf
     # chooses when it is first imported. A page's Chainer cell sets it before its import (the
     # build runs each part in a fresh process); in this test process onnx (the moving-models
@@ -29,12 +33,13 @@ if TEST_ENVIRONMENT == "legacy":
     os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
 LEGACY_FRAMEWORKS = ENVIRONMENTS["legacy"]
 
-# The tests run the pages' JAX code again, in this process and in processes it starts. Where
-# they take parts from a build (ROSETTA_BUILD_CACHE), JAX takes the programs that build
-# compiled for its pages that time nothing from its compilation cache, instead of compiling
-# them again, and adds the tests' own (rosetta_book.page_execution.jax_compilation_cache).
+# The tests run the pages' JAX and PyTorch code again, in this process and in processes it
+# starts. Where they take parts from a build (ROSETTA_BUILD_CACHE), JAX and PyTorch's Inductor
+# take the programs that build compiled (for the pages whose times nobody reads: the
+# untimed ones, every page of the test build) from their compilation caches, instead of
+# compiling them again, and add the tests' own (rosetta_book.page_execution.compilation_caches).
 if os.environ.get(BUILD_CACHE_VARIABLE):
-    for _name, _value in jax_compilation_cache(framework_parts_cache(os.environ[BUILD_CACHE_VARIABLE])).items():
+    for _name, _value in compilation_caches(framework_parts_cache(os.environ[BUILD_CACHE_VARIABLE])).items():
         os.environ.setdefault(_name, _value)
 
 #: The frameworks under test: the ones the build selects (``ROSETTA_FRAMEWORKS``, default
@@ -165,7 +170,7 @@ def comparisons_with_records(page: Path, parts, folder: Path, *records) -> dict:
     record_result) as the only results the build's and the curated folder hold (both under
     ``folder``): how a lessons page shows GPU records it has, or says it has none."""
     from rosetta_book.chapter import load_comparisons
-    from rosetta_utils.results import record_result
+    from rosetta_proof.records import record_result
 
     build, curated = folder / "build", folder / "curated"
     curated.mkdir(parents=True, exist_ok=True)
@@ -261,7 +266,7 @@ def framework_process_output(framework: str, code: str) -> str:
 def assert_knob_table_complete(comparison, switches, frameworks) -> None:
     """A lessons page's knob table: a row for every knob, a filled cell for every framework,
     a link to the measurement, and each named switch in its framework's cell."""
-    from rosetta_utils.knob_table import NOT_REPORTED, knob_rows, missing_cells
+    from rosetta_proof.knob_table import NOT_REPORTED, knob_rows, missing_cells
 
     headers, rows = knob_rows(comparison["runs"], comparison["KNOBS"], comparison["LINKS"])
     assert headers == ["knob", *frameworks, "measured"]
@@ -306,7 +311,7 @@ def assert_a_failed_proof_stops_the_page(page, results, framework, changed, matc
     naming the page, the section, the check, what failed (``failing``, default the
     framework) and the verdict (``match``)."""
     from rosetta_book.chapter import ChapterError, load_comparisons
-    from rosetta_utils.equivalence import VerdictFailed
+    from rosetta_proof.equivalence import VerdictFailed
 
     import tempfile
 

@@ -19,7 +19,7 @@ def page_with(torch_code: str, jax_code: str) -> str:
         code_cell("base = 2\nprint('shared', base)"),
         code_cell(torch_code, "pytorch"),
         code_cell(jax_code, "jax"),
-        code_cell("from rosetta_utils.tab_results import load_tab_results\n"
+        code_cell("from rosetta_proof.tab_results import load_tab_results\n"
                   "print({fw: run.value for fw, run in load_tab_results().items()})", "comparison"),
         front_matter_extra=FRONT,
     )
@@ -127,40 +127,49 @@ def test_the_cache_fingerprint_follows_what_a_part_runs_and_only_that(tmp_path, 
     assert edit("environments/legacy.txt")
 
 
-def meeting_page(folder: Path, untimed: bool) -> str:
-    """Two parts that each leave a file in ``folder`` and wait up to a minute for the
-    other's: ``value`` says whether each saw the other while it ran."""
+def meeting_page(folder: Path, untimed: bool, side_by_side: bool) -> str:
+    """Two parts that each leave a file in ``folder`` and wait up to a minute (3 s when they
+    are expected one after the other) for the other's: ``value`` says whether each saw the
+    other while it ran. The page declares ``untimed`` as given."""
     def part(me: str, other: str) -> str:
         return (f"import pathlib, time\nfolder = pathlib.Path({str(folder)!r})\n"
                 f"(folder / {me!r}).touch()\nwaited = 0.0\n"
-                f"while not (folder / {other!r}).exists() and waited < {60 if untimed else 3}:\n"
+                f"while not (folder / {other!r}).exists() and waited < {60 if side_by_side else 3}:\n"
                 "    time.sleep(0.1)\n    waited += 0.1\n"
-                f"value = (folder / {other!r}).exists()")
+                f"value = (folder / {other!r}).exists()\n"
+                "import os\nprint(os.environ.get('OMP_WAIT_POLICY'))")
     return myst_page("Side by side", code_cell(part("pytorch", "jax"), "pytorch"), code_cell(part("jax", "pytorch"), "jax"),
-                     code_cell("from rosetta_utils.tab_results import load_tab_results\n"
+                     code_cell("from rosetta_proof.tab_results import load_tab_results\n"
                                "print({fw: bool(run.value) for fw, run in load_tab_results().items()})",
                                "comparison"),
                      front_matter_extra=FRONT + ("untimed: true\n" if untimed else ""))
 
 
-@pytest.mark.parametrize("untimed", [True, False])
-def test_a_page_that_times_nothing_runs_its_parts_side_by_side(write_page, tmp_path, untimed):
-    """Only a page that declares ``untimed: true``: a part beside another would slow a timing.
-    Side by side, each part sees the other's file; one after the other, the first cannot."""
-    from rosetta_book.page_execution import parts_at_once
+@pytest.mark.parametrize("untimed, test_build", [(True, False), (False, False), (False, True)])
+def test_parts_run_side_by_side_unless_the_page_times_anything_outside_the_test_build(
+        write_page, tmp_path, monkeypatch, untimed, test_build):
+    """A timed page's parts run alone, one after the other (a part beside another would slow
+    its timings), except in the test build, which reads no timing. Side by side, each part
+    sees the other's file; one after the other, the first to run cannot."""
+    from rosetta_book.machine_slots import runs_alone
 
+    monkeypatch.setenv("ROSETTA_TEST_BUILD", "1" if test_build else "0")
+    monkeypatch.setenv("ROSETTA_BUILD_SLOTS", "2")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     folder = tmp_path / "meeting"
     folder.mkdir()
-    page = Page.read(write_page("side.md", meeting_page(folder, untimed)))
-    assert page.untimed is untimed and parts_at_once(page) == (2 if untimed else 1)
+    page = Page.read(write_page("side.md", meeting_page(folder, untimed, untimed or test_build)))
+    assert runs_alone(page.untimed) is not (untimed or test_build)
     cache = get_cache(tmp_path / "cache")
     executed = execute_page(page, ["pytorch", "jax"], cache, log=lambda line: None)
     assert [part.name for part in executed.parts] == ["pytorch", "jax", "comparisons"]
     shown = outputs_of(executed.notebook)[-1]
-    if untimed:
+    # parts that share the machine have OpenMP's threads sleep while they wait
+    assert outputs_of(executed.notebook)[:2] == ["PASSIVE\n" if untimed or test_build else "None\n"] * 2
+    if untimed or test_build:
         assert shown == "{'pytorch': True, 'jax': True}\n"
     else:
-        assert shown == "{'pytorch': False, 'jax': True}\n"
+        assert shown in ("{'pytorch': False, 'jax': True}\n", "{'pytorch': True, 'jax': False}\n")
     again = execute_page(page, ["pytorch", "jax"], cache, log=lambda line: None)
     assert [part.cached for part in again.parts] == [True, True, False], "both parts were cached"
     assert outputs_of(again.notebook)[-1] == shown
@@ -182,22 +191,30 @@ def test_untimed_must_be_a_boolean(write_page):
         Page.read(path).untimed
 
 
-@pytest.mark.parametrize("untimed", [True, False])
-def test_only_a_page_that_times_nothing_keeps_jaxs_compiled_programs(write_page, tmp_path, monkeypatch, untimed):
-    """Beside the parts' cache, where the tests find them again; a timed page's first calls
-    include compiling, so its JAX part compiles every time."""
-    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
+@pytest.mark.parametrize("untimed, test_build, reads_the_setting", [
+    (True, False, False), (False, False, False), (False, True, False), (True, False, True)])
+def test_only_parts_whose_times_nobody_reads_keep_their_compiled_programs(
+        write_page, tmp_path, monkeypatch, untimed, test_build, reads_the_setting):
+    """Beside the parts' cache, where the tests find them again: a page that times nothing,
+    or any page of the test build. A timed page's first calls include compiling, so outside
+    the test build its JAX part compiles every time; a page that reads the cache's setting
+    keeps JAX's default, so that it shows the reader's."""
+    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                 "TORCHINDUCTOR_CACHE_DIR"):
         monkeypatch.delenv(name, raising=False)
-    code = ("import os\nimport jax.numpy as jnp\nvalue = float(jnp.sin(jnp.arange(3.0)).sum())\n"
-            "print(os.environ.get('JAX_COMPILATION_CACHE_DIR'))")
+    monkeypatch.setenv("ROSETTA_TEST_BUILD", "1" if test_build else "0")
+    code = ("import os\nimport jax\nimport jax.numpy as jnp\nvalue = float(jnp.sin(jnp.arange(3.0)).sum())\n"
+            "print(os.environ.get('JAX_COMPILATION_CACHE_DIR'), os.environ.get('TORCHINDUCTOR_CACHE_DIR'))")
+    if reads_the_setting:
+        code += "\nprint(jax.config.jax_compilation_cache_dir)"
     text = myst_page("Kept", code_cell(code, "jax"),
                      front_matter_extra="frameworks: [jax]\ntab_results: [value]\n"
                      + ("untimed: true\n" if untimed else ""))
     cache = get_cache(tmp_path / "build" / "framework-parts")
     executed = execute_page(Page.read(write_page("kept.md", text)), ["jax"], cache, log=lambda line: None)
-    folder = tmp_path / "build" / "jax-compilation"
-    if untimed:
-        assert outputs_of(executed.notebook) == [f"{folder}\n"]
-        assert any(folder.iterdir()), "the part's programs were kept"
+    jax_folder, torch_folder = tmp_path / "build" / "jax-compilation", tmp_path / "build" / "torchinductor"
+    if (untimed or test_build) and not reads_the_setting:
+        assert outputs_of(executed.notebook) == [f"{jax_folder} {torch_folder}\n"]
+        assert any(jax_folder.iterdir()), "the part's programs were kept"
     else:
-        assert outputs_of(executed.notebook) == ["None\n"] and not folder.exists()
+        assert outputs_of(executed.notebook)[0].startswith("None None\n") and not jax_folder.exists()

@@ -8,8 +8,8 @@ from bs4 import BeautifulSoup
 
 from conftest import build_sphinx, code_cell, myst_page
 from rosetta_book.downloads import UTILS_WHEEL
-from rosetta_utils import FRAMEWORKS
 from rosetta_book.sphinx_extension import skip_unselected_cells
+from rosetta_utils import FRAMEWORKS
 
 ALL_FIVE = [code_cell(f"print('{name}')", name) for name in reversed(FRAMEWORKS)]
 
@@ -76,7 +76,7 @@ COMPARED = myst_page(
     code_cell("value = (x, show(), shared)\nprint(value)", "pytorch"),
     code_cell("value = (x, show(), shared)\nprint(value)", "jax"),
     "+++ {\"tags\": [\"comparison\"]}\n\nOnly the page shows this sentence.\n",
-    code_cell("import json\nfrom rosetta_utils.tab_results import load_tab_results\n"
+    code_cell("import json\nfrom rosetta_proof.tab_results import load_tab_results\n"
               "print(json.dumps({fw: run.value for fw, run in load_tab_results().items()}))", "comparison"),
     front_matter_extra="frameworks: [pytorch, jax]\ntab_results: [value]\n",
 )
@@ -146,3 +146,63 @@ def test_a_partial_build_notes_the_frameworks_it_left_out(tmp_path):
     torch_tab, jax_tab = tab_set.select("div.sd-tab-content")
     assert "not executed in this build" in torch_tab.get_text() and not torch_tab.select("div.cell_output")
     assert "jax ran" in jax_tab.select_one("div.cell_output").get_text()
+
+
+def counted_page(title: str, runs, value: int, wait_for: str | None = None) -> str:
+    """A page whose two parts each add a line to ``runs/<title>-<framework>`` when they run;
+    with ``wait_for``, its PyTorch part also leaves ``runs/<title>.here`` and waits up to a
+    minute for ``runs/<wait_for>.here`` (another page's part running beside it)."""
+    def part(framework: str) -> str:
+        code = f"open({str(runs / title)!r} + '-{framework}', 'a').write('ran\\n')\nvalue = {value}"
+        if wait_for and framework == "pytorch":
+            code += (f"\nimport pathlib, time\npathlib.Path({str(runs / title)!r} + '.here').touch()\n"
+                     f"waited = 0\nwhile not pathlib.Path({str(runs / wait_for)!r} + '.here').exists() "
+                     "and waited < 600:\n    time.sleep(0.1)\n    waited += 1\n"
+                     f"print('met' if waited < 600 else 'alone')")
+        return code_cell(code, framework)
+
+    return myst_page(title, part("pytorch"), part("jax"),
+                     front_matter_extra="frameworks: [pytorch, jax]\nuntimed: true\n")
+
+
+def times_run(runs) -> dict[str, int]:
+    return {path.name: len(path.read_text().splitlines()) for path in sorted(runs.glob("*-*"))}
+
+
+def test_an_edit_to_one_page_re_executes_that_pages_changed_part_only(tmp_path):
+    """A second build with nothing changed executes nothing; an edit to one page's JAX tab
+    executes that part again, and no other."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    pages = {"one": counted_page("one", runs, 1), "two": counted_page("two", runs, 2)}
+    for _ in range(2):
+        done = build_sphinx(tmp_path / "src", pages, execution="cache")
+        assert done.returncode == 0, done.stderr
+        assert times_run(runs) == {"one-jax": 1, "one-pytorch": 1, "two-jax": 1, "two-pytorch": 1}
+    pages["one"] = pages["one"].replace("value = 1\n```\n\n```{code-cell} ipython3\n:tags: [jax]",
+                                        "value = 1\n```\n\n```{code-cell} ipython3\n:tags: [jax]\nvalue = 10")
+    assert pages["one"] != counted_page("one", runs, 1)
+    done = build_sphinx(tmp_path / "src", pages, execution="cache")
+    assert done.returncode == 0, done.stderr
+    assert times_run(runs) == {"one-jax": 2, "one-pytorch": 1, "two-jax": 1, "two-pytorch": 1}
+
+
+def test_pages_run_their_parts_side_by_side_and_a_failed_page_keeps_the_others_cached(tmp_path):
+    """Two pages' parts meet while both run (the build executes every page it is about to
+    read, sharing the machine's slots); a page that fails stops the build, and the next
+    build, with it mended, executes that page alone."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    failing = myst_page("broken", code_cell("value = 1 / 0", "pytorch"), code_cell("value = 1", "jax"),
+                        front_matter_extra="frameworks: [pytorch, jax]\nuntimed: true\n")
+    pages = {"one": counted_page("one", runs, 1, wait_for="two"), "two": counted_page("two", runs, 2, wait_for="one"),
+             "broken": failing}
+    done = build_sphinx(tmp_path / "src", pages, execution="cache", env={"ROSETTA_BUILD_SLOTS": "2"})
+    assert done.returncode != 0 and "ZeroDivisionError" in done.stderr
+    assert times_run(runs) == {"one-jax": 1, "one-pytorch": 1, "two-jax": 1, "two-pytorch": 1}
+    pages["broken"] = failing.replace("1 / 0", "1")
+    done = build_sphinx(tmp_path / "src", pages, execution="cache", env={"ROSETTA_BUILD_SLOTS": "2"})
+    assert done.returncode == 0, done.stderr
+    assert times_run(runs) == {"one-jax": 1, "one-pytorch": 1, "two-jax": 1, "two-pytorch": 1}
+    for name in ("one", "two"):
+        assert "met" in soup(tmp_path / "src" / "_build" / f"{name}.html").select("div.cell_output")[0].get_text()

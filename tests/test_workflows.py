@@ -48,12 +48,22 @@ def test_the_workflows_are_the_two_the_readme_promises():
     assert make_targets_called(by_name["test"]) == ["test", "gpu-dry-run"]
     publish = by_name["publish"]
     assert publish[True]["push"]["branches"] == ["main"]  # YAML reads the key `on` as True
-    build = publish["jobs"]["build"]
-    assert build["runs-on"] == ["self-hosted", "gpu"] and build["env"]["ROSETTA_PROFILE"] == "full"
-    assert make_targets_called(publish)[:2] == ["book", "site-tests"]  # nothing published untested
-    uses = [step.get("uses", "") for job in publish["jobs"].values() for step in job["steps"]]
-    assert any(use.startswith("actions/upload-pages-artifact") for use in uses)
-    assert any(use.startswith("actions/upload-artifact") for use in uses)
+    jobs = publish["jobs"]
+    gpu, cpu = jobs["build"], jobs["build-on-cpu"]
+    assert gpu["runs-on"] == ["self-hosted", "gpu"] and gpu["env"]["ROSETTA_PROFILE"] == "full"
+    assert cpu["runs-on"] == "ubuntu-latest" and cpu["env"]["ROSETTA_PROFILE"] == "smoke"
+    # exactly one of them runs: the GPU runner's once the repository says it has one
+    assert gpu["if"] == "vars.GPU_RUNNER == '1'" and cpu["if"] == "vars.GPU_RUNNER != '1'"
+    for job in (gpu, cpu):  # nothing published untested
+        assert make_targets_called({"jobs": {"job": job}})[:2] == ["book", "site-tests"]
+        assert any(step.get("uses", "").startswith("actions/upload-pages-artifact") for step in job["steps"])
+    assert "BENCH=1" in gpu["steps"][1]["run"] and "BENCH" not in cpu["steps"][2]["run"]
+    assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in gpu["steps"])
+    assert make_targets_called({"jobs": {"job": jobs["downloads"]}}) == ["downloads-check"]
+    deploy = jobs["deploy"]
+    assert deploy["needs"] == ["build", "build-on-cpu", "downloads"]
+    assert "needs.build.result == 'success'" in deploy["if"] and "needs.build-on-cpu.result" in deploy["if"]
+    assert "needs.downloads.result == 'success'" in deploy["if"]  # nothing published that a reader cannot run
 
 
 def test_the_check_catches_a_workflow_that_repeats_a_command():

@@ -26,8 +26,9 @@ def front_matter_list(value: Any) -> list[str]:
 
 
 def banner_text(profile: str, stand_in_pages: list[str], devices: dict[str, list[str]],
-                facts: Iterable[str] = ()) -> str:
-    """One line: the profile, the data, the facts pages declare of their build (front matter
+                facts: Iterable[str] = (), test_build: bool = False) -> str:
+    """One line: the profile (and whether this is the test build, whose parts shared the
+    machine), the data, the facts pages declare of their build (front matter
     ``build_facts``, e.g. ResNet-50's weights), where each framework ran."""
     if stand_in_pages:
         data = (f"synthetic stand-ins, not the real data sets ({len(stand_in_pages)} "
@@ -37,7 +38,9 @@ def banner_text(profile: str, stand_in_pages: list[str], devices: dict[str, list
     ran = "; ".join(f"{FRAMEWORK_TITLES[name]} on {', '.join(sorted(set(found)))}"
                     for name, found in devices.items()) or "no framework part executed"
     declared = "".join(f"; {fact}" for fact in facts)
-    return f"This build: {profile} profile; data: {data}{declared}; ran: {ran}."
+    shared = (" (the test build: its parts ran side by side on a shared machine, so its times are "
+              "not measurements)") if test_build else ""
+    return f"This build: {profile} profile{shared}; data: {data}{declared}; ran: {ran}."
 
 
 def devices_by_framework(pages: Mapping[str, Parts]) -> dict[str, list[str]]:
@@ -66,20 +69,35 @@ def where_it_ran(part: Mapping[str, Any] | None, title: str) -> str:
     return f" This build ran it on {device} ({details}) in {part.get('seconds', 0):.0f} s{cached}."
 
 
-EXECUTION_HEADERS = ["page", "part", "seconds", "from the cache"]
+EXECUTION_HEADERS = ["page", "part", "seconds", "from the cache", "verdicts gated"]
 
 
 def execution_rows(pages: Mapping[str, Parts]) -> list[list[str]]:
-    """The execution table: seconds per page and part, and each page's total."""
+    """The execution table: seconds per page and part (and the verdicts its comparisons
+    gated), and each page's total."""
     rows = []
     for page, parts in sorted(pages.items()):
         for name, part in parts.items():
-            rows.append([page, name, f"{part.get('seconds', 0):.1f}", "yes" if part.get("cached") else "no"])
+            verdicts = part.get("verdicts")
+            rows.append([page, name, f"{part.get('seconds', 0):.1f}", "yes" if part.get("cached") else "no",
+                         "" if verdicts is None else str(verdicts)])
         if parts:
             total = sum(part.get("seconds", 0) for part in parts.values())
-            rows.append([page, "all parts, their seconds added (an untimed page runs two at once)",
-                         f"{total:.1f}", ""])
+            rows.append([page, "all parts, their seconds added (parts may run side by side)",
+                         f"{total:.1f}", "", ""])
     return rows
+
+
+def gated_verdicts(pages: Mapping[str, Parts]) -> dict[str, int]:
+    """Per page whose comparisons gate anything, how many verdicts they gated."""
+    counts = {page: sum(part.get("verdicts") or 0 for part in parts.values()) for page, parts in pages.items()}
+    return {page: count for page, count in sorted(counts.items()) if count}
+
+
+def gated_line(pages: Mapping[str, Parts]) -> str:
+    """``"N verdicts gated on M pages"``: what this build checked and would have stopped on."""
+    counts = gated_verdicts(pages)
+    return f"{sum(counts.values())} verdicts gated on {len(counts)} pages"
 
 
 def comparison_caption(code: str) -> str:

@@ -9,7 +9,7 @@ A page is one MyST notebook. Its cells play one of three roles:
   framework's part of the page: the download a reader takes away, the
   notebook the build executes, and what the chapter loader runs.
 * **comparison**: cells tagged ``comparison``. They compare what the
-  framework parts computed (through :func:`rosetta_utils.tab_results.load_tab_results`)
+  framework parts computed (through :func:`rosetta_proof.tab_results.load_tab_results`)
   and are in no download. Prose that only introduces a comparison carries
   the tag too (``+++ {"tags": ["comparison"]}`` above it in MyST).
 
@@ -142,6 +142,31 @@ class Page:
     def tab_results(self) -> tuple[str, ...]:
         """The names every framework part must leave for the comparison cells."""
         return tuple(_front_matter_list(self.notebook, "tab_results") or ())
+
+    def _per_framework_lists(self, key: str) -> dict[str, tuple[str, ...]]:
+        value = self.notebook.metadata.get(key) or {}
+        if not isinstance(value, dict):
+            raise PageError(f"{self.path}: front matter {key!r} must map frameworks to lists, not {value!r}")
+        for name, listed in value.items():
+            if name not in self.frameworks:
+                raise PageError(f"{self.path}: front matter {key!r} names {name!r}, not one of the page's "
+                                f"frameworks ({', '.join(self.frameworks)})")
+            if not isinstance(listed, list) or not all(isinstance(item, str) and item for item in listed):
+                raise PageError(f"{self.path}: front matter {key!r} for {name} must be a list of names, "
+                                f"not {listed!r}")
+        return {name: tuple(listed) for name, listed in value.items()}
+
+    def requires(self, framework: str) -> tuple[str, ...]:
+        """What ``framework``'s part needs installed beyond what its code imports (front
+        matter ``requires: {jax: [flatbuffers]}``: a package a library loads at run time
+        without the page importing it), for its download's install line."""
+        return self._per_framework_lists("requires").get(framework, ())
+
+    def optional_imports(self, framework: str) -> tuple[str, ...]:
+        """Modules ``framework``'s part imports but runs without, showing what their absence
+        means (front matter ``optional_imports: {chainer: [onnx_chainer]}``): left out of its
+        download's install line."""
+        return self._per_framework_lists("optional_imports").get(framework, ())
 
     @property
     def borrows(self) -> tuple[Path, str, str] | None:

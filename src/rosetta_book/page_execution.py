@@ -4,7 +4,7 @@ For every framework the page declares (and the build selects), the part's
 download (:mod:`rosetta_book.downloads`) runs in a fresh Jupyter kernel in
 the page's folder, with every other framework made unimportable
 (:mod:`rosetta_book.one_framework`). After its last cell, the values the
-page lists under ``tab_results`` are saved (:mod:`rosetta_utils.tab_results`).
+page lists under ``tab_results`` are saved (:mod:`rosetta_proof.tab_results`).
 Then the page's shared and comparison cells run in one more kernel, with no
 framework importable, reading what the parts saved. Each cell so runs once,
 and the outputs are merged back into the page's notebook for MyST-NB to render.
@@ -38,16 +38,20 @@ from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
 from .decisive_calls import write_decisive_calls
 from .downloads import download_notebook_with_origins
 from .environments import require_python
+from .machine_slots import Abandoned, Slots, runs_alone, slot_count
 from .one_framework import environment
 from .page import Page
-from rosetta_utils.profile import cuda_gpu_visible, current_profile, executed_frameworks
-from rosetta_utils.tab_results import RESULTS_FOLDER_VARIABLE, load_tab_results
+from rosetta_proof.tab_results import RESULTS_FOLDER_VARIABLE, read_tab_results, results_file
+from rosetta_utils.run_profile import cuda_gpu_visible, current_profile, executed_frameworks, is_test_build
 
 #: Seconds a single cell may run (the book's _config.yml sets the build's).
 DEFAULT_TIMEOUT = 1800
 _RESULTS_FILE_GLOB = "*.tab-results.npz"
-#: jupyter-cache's SQLite index is used by one part at a time (parts may run side by side).
-_CACHE_LOCK = threading.Lock()
+#: Where a page's comparisons leave how many verdicts they gated (in its results folder).
+GATED_FILE = "verdicts-gated.txt"
+#: jupyter-cache's SQLite indexes are used by one thread at a time (parts and pages run
+#: side by side).
+CACHE_LOCK = threading.Lock()
 
 
 class CacheEntryUnreadable(UserWarning):
@@ -68,6 +72,7 @@ class PartRun:
     seconds: float
     cached: bool = False
     environment: dict[str, Any] = field(default_factory=dict)  # where a framework part ran
+    verdicts: int | None = None  # comparisons: how many verdicts the page's gates checked
 
 
 @dataclass
@@ -179,7 +184,7 @@ def _save_cell(page: Page, framework: str, folder: Path) -> Any:
     import nbformat
 
     return nbformat.v4.new_code_cell(
-        "from rosetta_utils.tab_results import save_namespace_results as _rosetta_save\n"
+        "from rosetta_proof.tab_results import save_namespace_results as _rosetta_save\n"
         f"_rosetta_save(globals(), {list(page.tab_results)!r}, {framework!r}, {str(page.path)!r}, {str(folder)!r})\n"
         "del _rosetta_save"
     )
@@ -193,7 +198,7 @@ def take_from_cache(page: Page, framework: str, results_folder: Path, cache: Any
     """``framework``'s part as an earlier execution of the same code left it in ``cache``
     (its results written into ``results_folder``), or None if the cache has none."""
     download, origins = download_notebook_with_origins(page, framework)
-    with _CACHE_LOCK:
+    with CACHE_LOCK:
         return _take_from_cache(page, framework, results_folder, cache, download, origins)
 
 
@@ -214,8 +219,16 @@ def _take_from_cache(page: Page, framework: str, results_folder: Path, cache: An
             cache.remove_cache(record.pk)
         return None
     for name, content in artifacts:
-        (results_folder / name).write_bytes(content)
+        _place_results(results_folder, name, content)
     return PartRun(framework, merged, origins, record.data.get("execution_seconds", 0.0), cached=True)
+
+
+def _place_results(folder: Path, name: str, content: bytes) -> None:
+    """Put a part's results file in the page's folder whole: written under another name
+    and renamed, so that a part running beside it never reads half a file."""
+    partial = folder / f"{name}.partial"
+    partial.write_bytes(content)
+    os.replace(partial, folder / name)
 
 
 def framework_parts_cache(base: str | Path) -> Path:
@@ -224,26 +237,92 @@ def framework_parts_cache(base: str | Path) -> Path:
     return Path(base) / execution_cache_name() / "framework-parts"
 
 
-#: JAX's persistent compilation cache (JAX's own, ``JAX_COMPILATION_CACHE_DIR``), beside
-#: the framework parts' cache: the JAX parts of pages that time nothing store XLA's
-#: programs there, so that the tests, which run those parts' code again in their own
-#: processes, load them instead of compiling them again (the layers table's JAX part: 35 s
-#: of its 40 compile op by op). Timed pages go without it: their first epochs and first
-#: calls include compiling, and a cache would hide that.
+#: The compilers' own persistent caches, beside the framework parts' cache: JAX's
+#: (``JAX_COMPILATION_CACHE_DIR``) and PyTorch's Inductor's (``TORCHINDUCTOR_CACHE_DIR``).
+#: The parts whose times nobody reads (a page that times nothing, or any page in the test
+#: build) store their compiled programs there, so that the tests, which run those parts'
+#: code again in their own processes, load them instead of compiling them again (the layers
+#: table's JAX part: 35 s of its 40 compile op by op). Timed pages go without them in any
+#: other build: their first epochs and first calls include compiling, and a cache would
+#: hide that.
 JAX_CACHE_FOLDER = "jax-compilation"
+TORCH_CACHE_FOLDER = "torchinductor"
 
 
-def jax_compilation_cache(parts_cache: str | Path) -> dict[str, str]:
-    """The environment that points JAX at the compilation cache beside ``parts_cache`` (the
-    framework parts' cache folder, :func:`framework_parts_cache`), every program kept
-    (JAX keeps only those that took a second to compile, by default)."""
-    return {"JAX_COMPILATION_CACHE_DIR": str(Path(parts_cache).parent / JAX_CACHE_FOLDER),
-            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+def compilation_caches(parts_cache: str | Path) -> dict[str, str]:
+    """The environment that points JAX and PyTorch's Inductor at the compilation caches
+    beside ``parts_cache`` (the framework parts' cache folder, :func:`framework_parts_cache`),
+    every JAX program kept (JAX keeps only those that took a second to compile, by default)."""
+    base = Path(parts_cache).parent
+    return {"JAX_COMPILATION_CACHE_DIR": str(base / JAX_CACHE_FOLDER),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "TORCHINDUCTOR_CACHE_DIR": str(base / TORCH_CACHE_FOLDER)}
+
+
+#: What a page's code names when it shows a compilation cache's setting (the autotuning
+#: lesson's knob table): such a page keeps the framework's default, so that it shows the
+#: reader's.
+_CACHE_SETTINGS = ("jax_compilation_cache_dir",)
+
+
+def keeps_compiled_programs(page: Page) -> bool:
+    """Whether ``page``'s parts use the compilation caches (:func:`compilation_caches`):
+    nobody reads their times (an untimed page, or the test build), and the page's code
+    reads no cache setting."""
+    if not (page.untimed or is_test_build()):
+        return False
+    code = "\n".join(cell.source for cell in page.notebook.cells if cell.cell_type == "code")
+    return not any(name in code for name in _CACHE_SETTINGS)
+
+
+#: For a part that shares the machine: OpenMP threads that sleep when they wait, instead of
+#: spinning on a core another part needs (PyTorch's and MXNet's OpenMP). Two CIFAR-10
+#: parts side by side took 41 CPU-seconds with it, 54 without (wall 22.6 s against 29.4 s).
+SHARING_THREADS = ("OMP_WAIT_POLICY", "PASSIVE")
+
+
+#: Where a parts cache keeps how long each part took when it last ran (``page#framework``:
+#: seconds): the order in which waiting parts take a slot, the longest first.
+SECONDS_FILE = "part-seconds.json"
+
+
+def _seconds_seen(cache: Any | None) -> dict[str, float]:
+    if cache is None:
+        return {}
+    try:
+        return dict(json.loads((Path(cache.path) / SECONDS_FILE).read_text()))
+    except (OSError, ValueError, TypeError):  # none yet, or unreadable: no history
+        return {}
+
+
+def _remember_seconds(cache: Any | None, key: str, seconds: float) -> None:
+    if cache is None:
+        return
+    seen = _seconds_seen(cache)
+    seen[key] = round(seconds, 2)
+    path = Path(cache.path) / SECONDS_FILE
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(seen, indent=0, sort_keys=True))
+    partial.replace(path)  # whole or not at all: an interrupted build leaves the old file
+
+
+def expected_seconds(page: Page, part: str, cache: Any | None) -> float:
+    """How long ``page``'s ``part`` (a framework, or "comparisons") is expected to take:
+    what it took when the cache last saw it run, else a guess from its code's length."""
+    seen = _seconds_seen(cache).get(f"{page.path.name}#{part}")
+    if seen is not None:
+        return float(seen)
+    indexes = page.comparison_part() if part == "comparisons" else page.framework_part(part)
+    return sum(len(source) for _, source in page.code_cells(indexes)) / 1000
 
 
 def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | None,
-                       timeout: int = DEFAULT_TIMEOUT, log_folder: Path | None = None) -> PartRun:
-    """Execute (or take from ``cache``) ``framework``'s part; its results land in ``results_folder``."""
+                 timeout: int = DEFAULT_TIMEOUT, log_folder: Path | None = None,
+                 slots: Slots | None = None, abandon: threading.Event | None = None) -> PartRun:
+    """Execute (or take from ``cache``) ``framework``'s part; its results land in
+    ``results_folder``. The execution waits for a slot of ``slots`` (all of them for a part
+    that runs alone, :func:`rosetta_book.machine_slots.runs_alone`), unless ``abandon`` is
+    set meanwhile; a part from the cache takes no slot."""
     from jupyter_cache.base import CacheBundleIn
     from jupyter_cache.cache.main import NbArtifacts
 
@@ -253,37 +332,45 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
         taken = take_from_cache(page, framework, results_folder, cache)
         if taken is not None:
             return taken
+    slots = slots or Slots(1)
     with tempfile.TemporaryDirectory(prefix=f"rosetta-{framework}-") as scratch:
         executed = copy.deepcopy(download)
         executed.cells.append(_save_cell(page, framework, Path(scratch)))
         alone = Path(scratch) / "download"  # an empty folder: the page is not beside it
         alone.mkdir()
         env = kernel_environment(framework)
-        if framework == "jax" and page.untimed and cache is not None:
-            env.update(jax_compilation_cache(cache.path))
-        try:
-            seconds = run_notebook(executed, alone, env, timeout,
-                                   _native_log(log_folder, page, framework), require_python(framework))
-        except Exception as error:
-            raise _failure(page, title, executed, origins, error) from None
+        if cache is not None and keeps_compiled_programs(page):
+            env.update(compilation_caches(cache.path))
+        if not runs_alone(page.untimed):
+            env.setdefault(*SHARING_THREADS)
+        with slots.hold(alone=runs_alone(page.untimed), priority=expected_seconds(page, framework, cache),
+                        abandon=abandon):
+            try:
+                seconds = run_notebook(executed, alone, env, timeout,
+                                       _native_log(log_folder, page, framework), require_python(framework))
+            except Exception as error:
+                raise _failure(page, title, executed, origins, error) from None
         executed.cells.pop()
         saved = sorted(Path(scratch).glob(_RESULTS_FILE_GLOB))
         for path in saved:
-            (results_folder / path.name).write_bytes(path.read_bytes())
+            _place_results(results_folder, path.name, path.read_bytes())
         if cache is not None:
-            with _CACHE_LOCK:
+            with CACHE_LOCK:
                 cache.cache_notebook_bundle(
                     CacheBundleIn(executed, f"{page.path}#{framework}",
                                   artifacts=NbArtifacts(saved, in_folder=scratch),
                                   data={"execution_seconds": seconds}),
                     check_validity=False, overwrite=True,
                 )
+                _remember_seconds(cache, f"{page.path.name}#{framework}", seconds)
     return PartRun(framework, executed, origins, seconds)
 
 
 def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIMEOUT,
-                    log_folder: Path | None = None) -> PartRun:
-    """Execute the page's shared and comparison cells, reading the parts' results."""
+                    log_folder: Path | None = None, slots: Slots | None = None,
+                    cache: Any | None = None) -> PartRun:
+    """Execute the page's shared and comparison cells, reading the parts' results (in a
+    slot of ``slots``; ``cache``: the parts cache, which keeps how long they took)."""
     import nbformat
 
     indexes = page.comparison_part()
@@ -292,70 +379,81 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
     notebook.metadata["kernelspec"] = dict(page.notebook.metadata.get("kernelspec", {"name": "python3"}))
     notebook.cells = [nbformat.v4.new_code_cell(page.notebook.cells[i].source) for i in indexes]
     origins: list[int | None] = list(indexes)
-    try:
-        seconds = run_notebook(notebook, page.path.parent, kernel_environment("none", results_folder),
-                               timeout, _native_log(log_folder, page, "comparisons"))
-    except Exception as error:
-        raise _failure(page, "comparison", notebook, origins, error) from None
-    return PartRun("comparisons", notebook, origins, seconds)
-
-
-#: How many framework parts of a page that times nothing (front matter ``untimed``) run
-#: side by side: each part waits on imports and its kernel's start for much of its time.
-UNTIMED_PARTS_AT_ONCE = 2
-
-
-def parts_at_once(page: Page) -> int:
-    """How many of ``page``'s framework parts the build runs at a time: one for a page that
-    times anything (a part beside it would slow its timings), else
-    :data:`UNTIMED_PARTS_AT_ONCE`."""
-    return UNTIMED_PARTS_AT_ONCE if page.untimed else 1
+    counted = Path(results_folder) / GATED_FILE
+    notebook.cells.append(nbformat.v4.new_code_cell(  # how many verdicts the page's gates checked
+        "from rosetta_proof.equivalence import gated_count as _rosetta_gated\n"
+        f"open({str(counted)!r}, 'w').write(str(_rosetta_gated()))\n"
+        "del _rosetta_gated"))
+    with (slots or Slots(1)).hold(priority=expected_seconds(page, "comparisons", cache)):
+        try:
+            seconds = run_notebook(notebook, page.path.parent, kernel_environment("none", results_folder),
+                                   timeout, _native_log(log_folder, page, "comparisons"))
+        except Exception as error:
+            raise _failure(page, "comparison", notebook, origins, error) from None
+    notebook.cells.pop()
+    if cache is not None:
+        with CACHE_LOCK:
+            _remember_seconds(cache, f"{page.path.name}#comparisons", seconds)
+    return PartRun("comparisons", notebook, origins, seconds, verdicts=int(counted.read_text()))
 
 
 def run_parts(run: Callable[[str], Any], frameworks: list[str], at_once: int) -> list[Any]:
     """``run`` for each framework, ``at_once`` at a time; the parts in ``frameworks``' order.
-    The first part that fails stops the others from starting, and its error is raised."""
+    The first part that fails stops the others from starting, and its error is raised (a
+    part that only gave up waiting, :class:`rosetta_book.machine_slots.Abandoned`, is not
+    the failure)."""
     if at_once <= 1 or len(frameworks) <= 1:
         return [run(framework) for framework in frameworks]
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="rosetta-part") as pool:
         futures = [pool.submit(run, framework) for framework in frameworks]
-        try:
-            return [future.result() for future in futures]
-        except BaseException:
+        wait(futures, return_when=FIRST_EXCEPTION)
+        if any(future.done() and future.exception() is not None for future in futures):
             for future in futures:
                 future.cancel()
-            raise
+        wait(futures)
+    errors = [future.exception() for future in futures if not future.cancelled() and future.exception()]
+    if errors:
+        raise next((error for error in errors if not isinstance(error, Abandoned)), errors[0])
+    return [future.result() for future in futures]
 
 
 def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None,
                  timeout: int = DEFAULT_TIMEOUT, log: Callable[[str], None] = print,
-                 log_folder: Path | None = None) -> ExecutedPage:
+                 log_folder: Path | None = None, slots: Slots | None = None) -> ExecutedPage:
     """Run every framework part of ``page`` that ``frameworks`` selects, then its comparisons.
 
     Returns the page's notebook with outputs: each framework cell's from its
     part, each comparison cell's from the comparison run, and each shared
     cell's from the comparison run (or, on a page without comparisons, from
     the first framework part that ran). Native output of each part goes to
-    ``log_folder/<page>-<part>.log`` when a folder is given. A page that times nothing
-    runs :data:`UNTIMED_PARTS_AT_ONCE` parts side by side (:func:`parts_at_once`).
+    ``log_folder/<page>-<part>.log`` when a folder is given. The parts take the
+    machine's ``slots`` (default: :func:`rosetta_book.machine_slots.slot_count` of
+    them, for this page alone): side by side, or one at a time where they run alone
+    (a timed page, :func:`rosetta_book.machine_slots.runs_alone`).
     """
     frameworks = [name for name in page.frameworks if name in set(frameworks)]
+    slots = slots or Slots(slot_count())
     merged = copy.deepcopy(page.notebook)
     executed = ExecutedPage(page, merged)
+    failed = threading.Event()  # set by a failing part: the others stop waiting for a slot
     with tempfile.TemporaryDirectory(prefix="rosetta-tab-results-") as folder:
 
         def run(framework: str) -> PartRun:
-            part = execute_part(page, framework, Path(folder), cache, timeout, log_folder)
-            part.environment = dict(load_tab_results(folder)[framework].environment)
+            try:
+                part = execute_part(page, framework, Path(folder), cache, timeout, log_folder, slots, failed)
+            except BaseException:
+                failed.set()
+                raise
+            part.environment = dict(read_tab_results(results_file(folder, framework))["environment"])
             log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
                 f"({part.seconds:.1f} s)")
             return part
 
-        executed.parts.extend(run_parts(run, frameworks, parts_at_once(page)))
+        executed.parts.extend(run_parts(run, frameworks, len(frameworks)))  # each waits for its slot
         if page.has_comparisons() or (page.comparison_part() and not frameworks):
-            part = run_comparisons(page, Path(folder), timeout, log_folder)
+            part = run_comparisons(page, Path(folder), timeout, log_folder, slots, cache)
             log(f"{page.name}: comparisons executed ({part.seconds:.1f} s)")
             executed.parts.append(part)
     filled: set[int] = set()
@@ -378,20 +476,23 @@ EXECUTION_MODULES = ("page.py", "downloads.py", "page_execution.py", "environmen
 
 
 def helpers_fingerprint() -> str:
-    """A digest of the source files of ``rosetta_utils``, of the engine's
-    :data:`EXECUTION_MODULES` and of the environments' constraints: the pages' outputs
-    depend on them too."""
+    """A digest of the source files of the reader's library ``rosetta_utils``, of the proof
+    library ``rosetta_proof``, of the engine's :data:`EXECUTION_MODULES` and of the
+    environments' constraints: the pages' outputs depend on them too."""
+    import rosetta_proof
     import rosetta_utils
 
     from .environments import ROOT
 
     engine = Path(__file__).parent
-    sources = {"rosetta_utils": sorted(Path(rosetta_utils.__file__).parent.rglob("*.py")),
-               engine.name: sorted(path for name in EXECUTION_MODULES for path in
-                                   ([engine / name] if name.endswith(".py") else (engine / name).rglob("*.py")))}
+    folders = {package.__name__: Path(package.__file__).parent for package in (rosetta_utils, rosetta_proof)}
+    sources = {name: sorted(folder.rglob("*.py")) for name, folder in folders.items()}
+    sources[engine.name] = sorted(path for name in EXECUTION_MODULES for path in
+                                  ([engine / name] if name.endswith(".py") else (engine / name).rglob("*.py")))
+    folders[engine.name] = engine
     digest = hashlib.sha256()
     for package, paths in sources.items():
-        base = Path(rosetta_utils.__file__).parent if package == "rosetta_utils" else engine
+        base = folders[package]
         for path in paths:
             digest.update(f"{package}/{path.relative_to(base).as_posix()}".encode())
             digest.update(path.read_bytes())
@@ -406,14 +507,16 @@ def execution_cache_name() -> str:
 
     jupyter-cache keys a page by its code alone, but what the code computes
     also depends on ``ROSETTA_PROFILE``, ``ROSETTA_FRAMEWORKS``,
-    ``ROSETTA_OFFLINE`` (stand-ins or downloads) and the shared helpers: each
+    ``ROSETTA_OFFLINE`` (stand-ins or downloads), ``ROSETTA_TEST_BUILD`` (whose
+    parts share the machine) and the shared helpers: each
     combination gets its own cache, so a smoke run is never served as a full
     one and a changed helper re-executes the pages.
     """
     selected = executed_frameworks()
     frameworks = "all" if selected == FRAMEWORKS else "-".join(selected)
     offline = "-offline" if os.environ.get("ROSETTA_OFFLINE") == "1" else ""
-    return f"{current_profile()}{offline}-{frameworks}-{helpers_fingerprint()}"
+    test = "-test" if is_test_build() else ""  # its times are not measurements: never served to make book
+    return f"{current_profile()}{offline}{test}-{frameworks}-{helpers_fingerprint()}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,6 +39,7 @@ output.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 from pathlib import Path
@@ -51,15 +52,19 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS, __version__
-from rosetta_utils.profile import build_plan, current_profile, executed_frameworks
+from rosetta_utils.run_profile import build_plan, current_profile, executed_frameworks, is_test_build
 
 from .build_cache import cache_folder, outputs_for
 from .build_report import (EXECUTION_HEADERS, banner_text, comparison_caption, devices_by_framework,
-                           execution_rows, front_matter_list, where_it_ran)
+                           execution_rows, front_matter_list, gated_line, gated_verdicts, where_it_ran)
+from .environments import check_registry
 from .name_check import check_page
 from .page import Page, PageError
 
 LOGGER = logging.getLogger(__name__)
+#: Beside the site (``_build/``): how many verdicts each page of the build gated, which
+#: ``make test`` reports at its end.
+GATED_LEDGER = "verdicts-gated.json"
 #: Front matter ``rosetta_execute: every-build``: see :func:`_every_build_pages`.
 EVERY_BUILD = "every-build"
 SYNC_GROUP = "framework"
@@ -95,35 +100,87 @@ def skip_unselected_cells(text: str, selected: tuple[str, ...]) -> str:
     return "\n".join(lines)
 
 
-def _on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
+def _source_to_read(text: str) -> str:
+    """A page's text as Sphinx reads it: the cells of frameworks this build does not execute
+    marked ``skip-execution``."""
+    selected = executed_frameworks()
+    return text if selected == FRAMEWORKS else skip_unselected_cells(text, selected)
+
+
+def _page_to_execute(app: Sphinx, path: Path, text: str) -> tuple[Page, list[str], bool] | None:
+    """The page Sphinx reads from ``text`` (:func:`_source_to_read`), checked; the
+    frameworks whose parts it executes; whether it executes in every build. None where
+    nothing is executed (not a MyST notebook, no code, execution off)."""
     from myst_nb.core.read import create_nb_reader
 
-    path = Path(app.env.doc2path(docname))
-    reader = create_nb_reader(str(path), app.env.myst_config, app.env.mystnb_config, source[0])
+    reader = create_nb_reader(str(path), app.env.myst_config, app.env.mystnb_config, text)
     if path.suffix != ".md" or reader is None:  # not a MyST notebook: nothing to execute
-        return
+        return None
     selected = executed_frameworks()
-    if selected != FRAMEWORKS:
-        source[0] = skip_unselected_cells(source[0], selected)
-    page = Page(path, reader.read(source[0]))
+    page = Page(path, reader.read(_source_to_read(text)))
     try:
         check_page(page)
     except PageError as error:
         raise ExtensionError(str(error)) from None
-    if app.config.rosetta_execution_mode != "off" and any(c.cell_type == "code" for c in page.notebook.cells):
-        every_build = page.notebook.metadata.get("rosetta_execute") == EVERY_BUILD
-        _execute(app, page, [name for name in page.tagged_frameworks() if name in selected],
-                 force=app.config.rosetta_execution_mode == "force" or every_build)
+    if app.config.rosetta_execution_mode == "off" or not any(c.cell_type == "code" for c in page.notebook.cells):
+        return None
+    every_build = page.notebook.metadata.get("rosetta_execute") == EVERY_BUILD
+    return page, [name for name in page.tagged_frameworks() if name in selected], every_build
+
+
+def _on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
+    found = _page_to_execute(app, Path(app.env.doc2path(docname)), source[0])
+    source[0] = _source_to_read(source[0])
+    if found is not None:
+        page, frameworks, every_build = found
+        _execute(app, page, frameworks, force=app.config.rosetta_execution_mode == "force" or every_build)
+
+
+def _execute_ahead(app: Sphinx, env: Any, docnames: list[str]) -> None:
+    """Before Sphinx reads them one by one, execute the pages it is about to read, their parts
+    side by side in the machine's slots (:mod:`rosetta_book.machine_slots`); each page's read
+    then takes its outputs (or raises its error). Pages that execute in every build run
+    later, as Sphinx reads them, since they read what the others wrote."""
+    from .build_cache import outputs_for_pages
+
+    pages = []
+    for docname in docnames:
+        path = Path(env.doc2path(docname))
+        try:
+            found = _page_to_execute(app, path, path.read_text(encoding="utf-8"))
+        except Exception:  # the page's own read says what is wrong with it
+            continue
+        if found is not None and not found[2]:
+            pages.append((docname, found[0], found[1]))
+    if not pages:
+        return
+    force = app.config.rosetta_execution_mode == "force"
+    done = outputs_for_pages([(page, frameworks) for _, page, frameworks in pages],
+                             app.env.mystnb_config.execution_cache_path, force,
+                             timeout=app.config.nb_execution_timeout or 1800, log=lambda line: LOGGER.info(line),
+                             log_folder=Path(app.outdir).parent / "logs")
+    _executed_ahead(app).update({page.path: done[page.path] for _, page, _ in pages})
+
+
+def _executed_ahead(app: Sphinx) -> dict[Path, Any]:
+    """Per page path, what :func:`_execute_ahead` left: its outputs, or its error (kept on
+    the application, not in Sphinx's pickled environment)."""
+    if not hasattr(app, "rosetta_executed_ahead"):
+        app.rosetta_executed_ahead = {}
+    return app.rosetta_executed_ahead
 
 
 def _execute(app: Sphinx, page: Page, frameworks: list[str], force: bool = False) -> None:
     """Put the page's merged outputs into MyST-NB's cache (:mod:`rosetta_book.build_cache`)
     and keep what the build line and the execution table say of it."""
+    ahead = _executed_ahead(app).pop(page.path, None)
+    if isinstance(ahead, BaseException):
+        raise ahead
     # A cache entry that cannot be read is said as a warning but logged as information:
     # with -W a Sphinx warning would stop the build that this miss lets go on.
-    outputs = outputs_for(page, frameworks, app.env.mystnb_config.execution_cache_path, force,
-                          timeout=app.config.nb_execution_timeout or 1800, log=lambda line: LOGGER.info(line),
-                          log_folder=Path(app.outdir).parent / "logs")
+    outputs = ahead or outputs_for(page, frameworks, app.env.mystnb_config.execution_cache_path, force,
+                                   timeout=app.config.nb_execution_timeout or 1800,
+                                   log=lambda line: LOGGER.info(line), log_folder=Path(app.outdir).parent / "logs")
     _parts_of(app.env)[app.env.docname] = outputs.parts
     _stand_ins_of(app.env)[app.env.docname] = outputs.rests_on_stand_ins
 
@@ -263,7 +320,7 @@ def _fill_banners(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     stand_ins = sorted(page for page, used in _stand_ins_of(app.env).items() if used)
     facts = [fact for name in sorted(app.env.found_docs)
              for fact in front_matter_list(app.env.metadata.get(name, {}).get("build_facts", []))]
-    line = banner_text(current_profile(), stand_ins, devices, facts)
+    line = banner_text(current_profile(), stand_ins, devices, facts, is_test_build())
     for placeholder in placeholders:
         placeholder.replace_self(nodes.paragraph("", line, classes=["rosetta-banner"]))
 
@@ -281,7 +338,9 @@ class ExecutionTableDirective(Directive):
 
 def _fill_execution_tables(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     for placeholder in list(doctree.findall(execution_table)):
-        placeholder.replace_self(_table(EXECUTION_HEADERS, execution_rows(_parts_of(app.env))))
+        line = nodes.paragraph("", f"This build: {gated_line(_parts_of(app.env))}, each of which would have "
+                                   "stopped it had it failed.")
+        placeholder.replace_self([line, _table(EXECUTION_HEADERS, execution_rows(_parts_of(app.env)))])
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> nodes.table:
@@ -321,6 +380,7 @@ def _read_every_build_pages_last(app: Sphinx, env: Any, docnames: list[str]) -> 
     for name in last:
         docnames.remove(name)
     docnames.extend(last)
+    _execute_ahead(app, env, docnames)
 
 
 def _purge(app: Sphinx, env: Any, docname: str) -> None:
@@ -366,6 +426,9 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
 
     if exception is not None or app.builder.format != "html":
         return
+    ledger = Path(app.outdir).parent / GATED_LEDGER
+    ledger.write_text(json.dumps({"line": gated_line(_parts_of(app.env)),
+                                  "pages": gated_verdicts(_parts_of(app.env))}, indent=1))
     wrote = False
     for docname in sorted(app.env.found_docs):
         path = Path(app.env.doc2path(docname))
@@ -380,6 +443,7 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
 
 
 def _on_config_inited(app: Sphinx, config: Any) -> None:
+    check_registry()  # a wrong framework entry stops the build before any page runs
     # The extension executes pages itself; MyST-NB only reads the outputs from its cache.
     config.rosetta_execution_mode = config.nb_execution_mode
     if config.nb_execution_mode != "off":
