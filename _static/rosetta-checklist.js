@@ -1,4 +1,4 @@
-// The porting checklist (rosetta_utils.checklist): show the lines that matter for the pair
+// The porting checklist (rosetta_proof.checklist): show the lines that matter for the pair
 // of frameworks chosen, in the two selects or in the URL (?from=pytorch&to=jax).
 document.addEventListener("DOMContentLoaded", () => {
   for (const list of document.querySelectorAll(".rosetta-checklist")) {

@@ -15,7 +15,8 @@ from rosetta_book.bench.peak import measure_matmul_flops
 from rosetta_book.bench.report import TARGET_RATIO
 from rosetta_book.bench.run import (BenchmarkError, installed_frameworks, merge_runs, plan_groups, run_in_turn,
                                     run_task)
-from rosetta_book.bench.tasks import CHAINER_IDEEP_WHY, FRAMEWORK_ORDER
+from rosetta_book.bench.tasks import CHAINER_IDEEP_WHY
+from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tiny import FLOP_PER_ITEM, TINY
 from rosetta_book.chapter import load_chapter
 
@@ -72,7 +73,7 @@ def test_resnet50_flops_tell_the_variants_apart_and_take_the_pages_image_side(de
 
 def test_every_task_lists_settings_with_reasons_for_all_five():
     for task in TASKS.values():
-        assert tuple(task.alternatives) == FRAMEWORK_ORDER, task.name
+        assert tuple(task.alternatives) == FRAMEWORKS, task.name
         for framework, alternatives in task.alternatives.items():
             where = f"{task.name} ({framework})"
             assert all(alternative.why for alternative in alternatives.values()), where
@@ -84,7 +85,7 @@ def test_every_task_lists_settings_with_reasons_for_all_five():
             assert all(not a.options and not a.env for a in alternatives.values() if a.dropped), where
     # the wider search: every framework but Chainer tries more than the page's layouts and
     # compilers, in processes of their own (thread counts, engines, oneDNN switches)
-    for framework in FRAMEWORK_ORDER:
+    for framework in FRAMEWORKS:
         assert any(a.env for a in TASKS["imdb"].alternatives[framework].values()), framework
 
 
@@ -296,7 +297,7 @@ def _resnet50_report(frozen_seconds=1.95):
 
 
 def test_why_a_page_stops_short_of_a_target_comes_from_what_the_report_measured():
-    from rosetta_utils.results_report import missed_targets, why_below_peak, why_page_stops
+    from rosetta_proof.record_tables import missed_targets, why_below_peak, why_page_stops
 
     report = _resnet50_report()
     pytorch, jax = report["frameworks"]["pytorch"], report["frameworks"]["jax"]
@@ -341,7 +342,7 @@ def test_why_a_page_stops_short_of_a_target_comes_from_what_the_report_measured(
 
 def test_a_difference_no_larger_than_two_processes_of_the_page_is_called_the_processes():
     from rosetta_book.bench.tasks import CHAINER_LIMIT, SECOND_PROCESS_ENV
-    from rosetta_utils.results_report import SECOND_PROCESS, why_page_stops
+    from rosetta_proof.record_tables import SECOND_PROCESS, why_page_stops
 
     assert SECOND_PROCESS in TASKS["cifar10"].alternatives["chainer"]  # every task times it
 
@@ -379,10 +380,17 @@ def test_a_matrix_product_path_the_reports_cannot_tell_is_refused(monkeypatch):
 def test_the_command_line_knows_its_tasks_and_refuses_others(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["mnist"])
-    assert exit_info.value.code == 2 and "invalid choice: 'mnist'" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "invalid choice: 'mnist'" in error
+    assert "'cifar10', 'imdb', 'resnet50'" in error  # the valid ones, named
     with pytest.raises(SystemExit) as exit_info:
         main(["imdb", "--rounds", "0"])
     assert exit_info.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["imdb", "--frameworks", "pytorch,torch"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "unknown framework 'torch'" in error
+    assert "pytorch, tensorflow, jax, mxnet, chainer" in error
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     out = capsys.readouterr().out
@@ -489,7 +497,7 @@ def test_a_process_killed_during_the_rounds_is_named_with_its_signal():
 def test_a_report_written_as_json_reads_back_as_the_results_pages_rows(tmp_path):
     """The Results page reads the newest report per task; a file that is not a report is
     skipped with a warning naming it, and left as it was."""
-    from rosetta_utils.results_report import CorruptBenchReportWarning, bench_rows, load_bench_reports
+    from rosetta_proof.record_tables import CorruptBenchReportWarning, bench_rows, load_bench_reports
 
     report = summarize(CIFAR_RUN, "smoke")
     older = {**report, "started": "2000-01-01 00:00:00 UTC"}

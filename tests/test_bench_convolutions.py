@@ -7,7 +7,7 @@ import pytest
 
 from rosetta_book.bench import resnet50_flops, summarize
 from rosetta_book.bench.convolutions import PROBED, conv_call_flops, convolutions_alone
-from rosetta_utils.results_report import why_below_peak
+from rosetta_proof.record_tables import why_below_peak
 
 from conftest import IN_PROCESS, IN_PROCESS_PARAMS
 from test_bench import measured, raw_run

@@ -9,7 +9,7 @@ import pytest
 from conftest import code_cell, myst_page
 from rosetta_book.chapter import (ChapterError, load_chapter, load_comparisons, run_framework_part,
                                    run_framework_parts, tab_results_of)
-from rosetta_utils.tab_results import TabResultError
+from rosetta_proof.tab_results import TabResultError
 
 PAGE = myst_page(
     "Demo",
@@ -91,7 +91,7 @@ def test_classes_defined_on_a_page_behave_as_in_a_kernel(write_page):
 def test_comparisons_read_what_each_part_left(write_page):
     text = myst_page(
         "Compare",
-        code_cell("import numpy as np\nfrom rosetta_utils.tab_results import load_tab_results\nscale = 10"),
+        code_cell("import numpy as np\nfrom rosetta_proof.tab_results import load_tab_results\nscale = 10"),
         code_cell("value = np.arange(3) * scale", "pytorch"),
         code_cell("value = np.arange(3) * scale + 1", "jax"),
         code_cell("runs = load_tab_results()\ngaps = {fw: float(np.max(run.value)) for fw, run in runs.items()}",

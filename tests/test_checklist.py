@@ -6,9 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from rosetta_utils.checklist import (ChecklistError, checklist_html, checklist_lines, for_pair, load_tables,
+from rosetta_proof.checklist import (ChecklistError, checklist_html, checklist_lines, for_pair, load_tables,
                                      names_framework, record_table)
-from rosetta_utils.translation_checks import check_concepts, grid
+from rosetta_proof.translation_checks import check_concepts
+from rosetta_utils.cases import grid
 
 CASES = grid(size=(4, 5))
 CALLS = {

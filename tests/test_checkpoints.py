@@ -20,7 +20,7 @@ from conftest import IN_PROCESS
 from rosetta_utils.checkpoints import CheckpointError, canonical_names, convert, mismatches, write_canonical
 from rosetta_utils.checkpoints.formats import read, write
 from rosetta_utils.checkpoints.layouts import FRAMEWORKS, from_canonical, keras_groups, layout, to_canonical
-from rosetta_utils.transplant import resnet50_weight_shapes
+from rosetta_utils.resnet50_layout import resnet50_weight_shapes
 
 NUMPY_FORMATS = ["chainer"]  # formats written and read with numpy alone
 

@@ -10,8 +10,9 @@ import pytest
 from conftest import build_sphinx, code_cell, myst_page
 from rosetta_book.decisive_calls import decisive_calls, write_decisive_calls
 from rosetta_book.page import Page, PageError
-from rosetta_utils.compact_table import CompactTableError, compact_markdown, compact_rows, load_calls
-from rosetta_utils.translation_checks import check_concepts, grid
+from rosetta_proof.compact_table import CompactTableError, compact_markdown, compact_rows, load_calls
+from rosetta_proof.translation_checks import check_concepts
+from rosetta_utils.cases import grid
 
 FRONT = "frameworks: [pytorch, jax]\ntab_results: [outputs]\n"
 
@@ -140,9 +141,10 @@ def test_the_built_page_opens_with_its_compact_table(tmp_path):
                                 ":format: myst\n```\n\n+++\n\nThe prose.\n\n(tiny-double)=", 1)
     text += "\n## Checks\n\n" + code_cell(
         "from myst_nb import glue\n"
-        "from rosetta_utils.compact_table import compact_table\n"
-        "from rosetta_utils.tab_results import load_tab_results\n"
-        "from rosetta_utils.translation_checks import check_concepts, grid\n"
+        "from rosetta_proof.compact_table import compact_table\n"
+        "from rosetta_proof.tab_results import load_tab_results\n"
+        "from rosetta_proof.translation_checks import check_concepts\n"
+        "from rosetta_utils.cases import grid\n"
         "cases = grid(size=(2, 3))\n"
         "checks = check_concepts('tiny', load_tab_results(), references, grids={'double': cases})\n"
         "glue('compact_table', compact_table(checks, {'double': cases}), display=False)\n", "comparison")

@@ -66,10 +66,10 @@ def test_framework_list_rejects_unknown_names(monkeypatch):
 
 def test_importing_the_package_imports_no_framework():
     code = (
-        "import sys, rosetta_utils, rosetta_utils.frameworks, rosetta_utils.envreport, "
-        "rosetta_utils.timing, rosetta_utils.results, rosetta_book.chapter, rosetta_utils.tables, "
-        "rosetta_utils.profile, rosetta_utils.backends, rosetta_book.page, "
-        "rosetta_book.downloads, rosetta_utils.tab_results, rosetta_book.page_execution, "
+        "import sys, rosetta_utils, rosetta_utils.frameworks, rosetta_utils.machine, "
+        "rosetta_utils.timing, rosetta_proof.records, rosetta_book.chapter, rosetta_proof.tables, "
+        "rosetta_utils.run_profile, rosetta_utils.backends, rosetta_book.page, "
+        "rosetta_book.downloads, rosetta_proof.tab_results, rosetta_book.page_execution, "
         "rosetta_book.name_check, rosetta_book.sphinx_extension, rosetta_utils.data, rosetta_utils.gru\n"
         "heavy = ['torch', 'tensorflow', 'keras', 'jax', 'flax', 'mxnet', 'chainer']\n"
         "print(','.join(name for name in heavy if name in sys.modules))"

@@ -25,7 +25,7 @@ from rosetta_book.gpu_check import (
     run_device_check,
 )
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.profile import cuda_gpu_visible
+from rosetta_utils.run_profile import cuda_gpu_visible
 
 CHECKED = [name for name in ("pytorch", "jax") if is_installed(name)]
 needs_both = pytest.mark.skipif(CHECKED != ["pytorch", "jax"], reason="needs PyTorch and JAX installed")
@@ -42,7 +42,7 @@ def tiny_chapter(write_page, jax_offset="0.0", jax_line=""):
     the helpers' shape, and a comparison cell that requires JAX's to be PyTorch's."""
     return write_page("tiny_chapter.md", myst_page(
         "A tiny chapter",
-        code_cell("import numpy as np\nfrom rosetta_utils.profile import current_profile\nSIZE = 8\n\n\n"
+        code_cell("import numpy as np\nfrom rosetta_utils.run_profile import current_profile\nSIZE = 8\n\n\n"
                   "class TinyData:\n    source = 'tiny stand-in (seed 1)'\n    synthetic = True\n\n\n"
                   "data = TinyData()"),
         code_cell("import torch\nx = torch.ones(SIZE)\ndoubled = x.numpy() * 2\nepoch_seconds = [0.5, 0.25]\n"
@@ -50,8 +50,9 @@ def tiny_chapter(write_page, jax_offset="0.0", jax_line=""):
         code_cell(f"import jax.numpy as jnp\nx = jnp.ones(SIZE)\ndoubled = np.asarray(x * 2) + {jax_offset}\n"
                   "epoch_seconds = [0.5, 0.25]\naccuracy = float(x.mean())\nprofile_seen = current_profile()"
                   + jax_line, "jax"),
-        code_cell("from rosetta_utils.equivalence import max_abs_difference, require, verdict\n"
-                  "from rosetta_utils.tab_results import load_tab_results\n\nruns = load_tab_results()\n"
+        code_cell("from rosetta_proof.equivalence import require, verdict\n"
+                  "from rosetta_utils.differences import max_abs_difference\n"
+                  "from rosetta_proof.tab_results import load_tab_results\n\nruns = load_tab_results()\n"
                   "require(\n    {fw: verdict(max_abs_difference(run.doubled, runs['pytorch'].doubled), 1e-6)"
                   " for fw, run in runs.items()},\n    'values against PyTorch',\n)", "comparison"),
         front_matter_extra="frameworks: [pytorch, jax]\n"

@@ -27,8 +27,8 @@ from rosetta_book.gpu_lessons.measure import (
     runs_compared,
     time_calls,
 )
+from rosetta_proof.record_tables import gpu_lesson_rows
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.results_report import gpu_lesson_rows
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 A_GPU = GPUInfo("NVIDIA H200", "580.159.04", "13.0")

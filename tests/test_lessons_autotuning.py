@@ -19,8 +19,8 @@ import pytest
 from conftest import (AVAILABLE, assert_knob_table_complete, comparisons_with_records, framework_process_output,
                       smoke_offline)
 from rosetta_book.chapter import run_framework_parts
+from rosetta_proof.record_tables import NOT_MEASURED_ON_A_GPU
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "autotuning.md"
 #: The switch each framework's cells must name, per knob.
@@ -221,7 +221,7 @@ def test_what_the_benchmarks_search_moved_most_comes_from_its_reports(comparison
 
     from test_bench import CIFAR_RUN
     from rosetta_book.bench.report import summarize
-    from rosetta_utils.results_report import bench_moves, missed_targets
+    from rosetta_proof.record_tables import bench_moves, missed_targets
 
     assert comparison["MOVES"] == [] and comparison["TOP_GAIN"] is None
     curated = tmp_path / "curated"

@@ -29,7 +29,7 @@ from conftest import (
     smoke_offline,
 )
 from rosetta_book.chapter import run_framework_parts
-from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU
+from rosetta_proof.record_tables import NOT_MEASURED_ON_A_GPU
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "memory_layouts.md"
 #: The switches the issue names, one row each.

@@ -26,9 +26,9 @@ from conftest import (
     smoke_offline,
 )
 from rosetta_book.chapter import run_framework_parts
+from rosetta_proof.knob_table import NOT_REPORTED, knob_rows, missing_cells
+from rosetta_proof.record_tables import NOT_MEASURED_ON_A_GPU
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.knob_table import NOT_REPORTED, knob_rows, missing_cells
-from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU
 
 PAGE = Path(__file__).parents[1] / "book" / "lessons" / "numeric_precision.md"
 #: The switch each framework's cells must name, per knob.

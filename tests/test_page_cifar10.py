@@ -13,14 +13,14 @@ import pytest
 
 from conftest import (summary_shown, comparisons_as_built, parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
                       assert_true_float32_equivalence, smoke_offline)
-from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tasks import TASKS, page_configuration
 from rosetta_book.chapter import load_chapter
-from rosetta_utils.equivalence import max_abs_difference
+from rosetta_proof.records import load_results
+from rosetta_proof.tab_results import where_and_precision
+from rosetta_proof.tab_results import TabRun
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.differences import max_abs_difference
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.tab_results import where_and_precision
-from rosetta_utils.results import load_results
-from rosetta_utils.tab_results import TabRun
 from rosetta_utils.transplant import flattened_dense_nhwc_to_nchw
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "cifar10_cnn.md"

@@ -17,10 +17,10 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from rosetta_utils import FRAMEWORKS
 from rosetta_book.downloads import download_notebook_with_origins, download_script
 from rosetta_book.name_check import undefined_names
 from rosetta_book.page import COMPARISON, SHARED, Page, cell_role
+from rosetta_utils import FRAMEWORKS
 
 ROOT = Path(__file__).parents[1]
 PAGES = sorted(path for path in (ROOT / "book").rglob("*.md") if "```{code-cell}" in path.read_text())

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from conftest import parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page, smoke_offline
 
-from rosetta_utils import FRAMEWORKS
 from rosetta_book.chapter import load_chapter, load_comparisons
+from rosetta_proof.tab_results import TabRun
+from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.tab_results import TabRun
 from rosetta_utils.worker_processes import PortInUse, WorkerError, descendants
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "data_parallel_training.md"

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rosetta_utils import FRAMEWORKS
 from rosetta_book.chapter import load_comparisons, run_framework_parts
+from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import is_installed
 from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page
 

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from conftest import assert_a_failed_proof_stops_the_page, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
-from rosetta_utils import FRAMEWORKS
 from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
+from rosetta_proof.tab_results import TabRun
+from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.gru import RB, GRUConversionError, get_weights, random_gru_weights, set_weights
-from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "gru_flavors.md"
 FLOAT32_EXACT = 1e-6  # what "exact" means for float32 outputs of a few steps

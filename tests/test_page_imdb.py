@@ -16,12 +16,12 @@ import pytest
 
 from conftest import (summary_shown, parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
                       assert_true_float32_equivalence, smoke_offline)
-from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tasks import TASKS, page_configuration
 from rosetta_book.chapter import load_chapter, load_comparisons
-from rosetta_utils.equivalence import VerdictFailed
+from rosetta_proof.equivalence import VerdictFailed
+from rosetta_proof.tab_results import TabRun
+from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import is_installed
-from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "imdb_gru.md"
 PARAMETERS = 3_818_302  # the reference's count

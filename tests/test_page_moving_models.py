@@ -39,7 +39,7 @@ RUNS_VARIABLE = "ROSETTA_TEST_MOVING_MODELS_RUNS"
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from rosetta_utils.tab_results import load_tab_results, save_tab_results
+    from rosetta_proof.tab_results import load_tab_results, save_tab_results
 
     saved = os.environ.get(RUNS_VARIABLE)
     if saved:

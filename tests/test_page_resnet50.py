@@ -25,14 +25,14 @@ from conftest import (summary_shown, TEST_ENVIRONMENT, AVAILABLE, IN_PROCESS, IN
 from local_http_server import LocalHTTPServer
 from rosetta_book.bench.tasks import TASKS, page_configuration
 from rosetta_book.chapter import BUILD_CACHE_VARIABLE, load_chapter, load_comparisons, run_framework_parts
+from rosetta_proof.equivalence import VerdictFailed
+from rosetta_proof.records import load_results
+from rosetta_proof.tab_results import TabRun, load_tab_results, save_tab_results
 from rosetta_utils.data.standins import STAND_IN_MARK
-from rosetta_utils.equivalence import VerdictFailed
 from rosetta_utils.image_crops import center_crops
 from rosetta_utils.keras_h5 import write_keras_weights
-from rosetta_utils.pretrained import (KERAS_RESNET50_FILE, MIRROR_VARIABLE, keras_from_canonical,
-                                      keras_layer_pairs, resnet50_imagenet_weights)
-from rosetta_utils.results import load_results
-from rosetta_utils.tab_results import TabRun, load_tab_results, save_tab_results
+from rosetta_utils.pretrained import KERAS_RESNET50_FILE, MIRROR_VARIABLE, keras_from_canonical, resnet50_imagenet_weights
+from rosetta_utils.resnet50_layout import keras_layer_pairs
 from rosetta_utils.transplant import random_resnet50_weights
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "resnet50_features.md"
@@ -338,21 +338,28 @@ _ALONE_PARTS: dict = {}
 
 
 def alone_part(framework, request):
-    """``framework``'s part up to its Equivalence section (Chainer's: the one the max-pool's
-    test loads too), loaded once for the tests that run together in a process of their own:
-    the inference checks' wrong cases, then the benchmark's configuration."""
+    """``framework``'s part through its Evaluation (the inference checks; not the transfer's
+    training images after them), or Chainer's up to its Timing (the one the max-pool's test
+    loads too), loaded once for the tests that run together in a process of their own: the
+    inference checks' wrong cases, then the benchmark's configuration."""
     if framework == "chainer":
         return request.getfixturevalue("chainer_part")
     if framework not in _ALONE_PARTS:
-        _ALONE_PARTS[framework] = load_part(framework, until="Equivalence")
+        _ALONE_PARTS[framework] = load_part(framework, until="Training images for the transfer")
     return _ALONE_PARTS[framework]
+
+
+def own_process(request, framework, together_with=()):
+    """:func:`in_a_process_of_its_own`, except for Chainer, whose part (loaded once, to its
+    Timing) the max-pool test holds in this process already: its tests stay here."""
+    return framework == "chainer" or in_a_process_of_its_own(request, together_with)
 
 
 @pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_inference_checks_fail_training_mode_and_a_recorded_graph(comparison, framework, request):
     # a whole ResNet-50 of each framework, in turn, in a process where the benchmark's test
     # reads the same part
-    if not in_a_process_of_its_own(request, together_with=("test_the_bench_finds_the_pages_configuration",)):
+    if not own_process(request, framework, together_with=("test_the_bench_finds_the_pages_configuration",)):
         return
     part = alone_part(framework, request)
     tolerance = comparison["BATCH_TOLERANCE"]
@@ -504,7 +511,7 @@ def test_each_frameworks_own_pretrained_model_is_described_from_the_framework(co
 @pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_bench_finds_the_pages_configuration(framework, request):
     # the models, and PyTorch's process-wide switches: in the inference test's process
-    if not in_a_process_of_its_own(request):
+    if not own_process(request, framework):
         return
     part = alone_part(framework, request)  # loaded past the benchmark's stop_before: the same builder
     alternatives = TASKS["resnet50"].alternatives[framework]

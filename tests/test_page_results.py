@@ -9,7 +9,7 @@ import pytest
 
 from conftest import snapshot
 from rosetta_book.chapter import load_comparisons
-from rosetta_utils.results import git_commit
+from rosetta_proof.records import git_commit
 
 PAGE = Path(__file__).resolve().parents[1] / "book" / "appendix" / "results.md"
 
@@ -74,7 +74,7 @@ def test_each_task_has_a_table_and_a_chart(page_on_fixtures):
 
 
 def test_the_overview_sets_the_reference_this_build_and_the_gpu_record_side_by_side(page_on_fixtures):
-    from rosetta_utils.reference import PUBLISHED
+    from rosetta_proof.reference import PUBLISHED
 
     headers, rows = page_on_fixtures["overviews"]["cifar10"]
     assert headers[1].startswith("K80") and headers[3].startswith("this build") and headers[5].startswith("GPU")
@@ -91,7 +91,7 @@ def test_the_overview_sets_the_reference_this_build_and_the_gpu_record_side_by_s
 
 
 def test_a_curated_record_from_a_cpu_is_no_gpu_record():
-    from rosetta_utils.results_report import ResultRow, task_overview
+    from rosetta_proof.record_tables import ResultRow, task_overview
 
     cpu = ResultRow("imdb", "mxnet", "cpu", "full", "curated", None, ("reviews_per_second", 9.0), None,
                     "2026-11-30T10:00:00", "abc", "")
@@ -118,13 +118,13 @@ def test_the_benchmark_section_shows_the_newest_report_or_says_there_is_none(pag
 
 
 def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path):
-    """What each task page's Timing section ends with (rosetta_utils.results_report
+    """What each task page's Timing section ends with (rosetta_proof.record_tables
     .task_bench_table): this build's report or a curated one, whichever is newer, labelled;
     another task's report is not shown; without one, the line says how to make one."""
     from test_bench import CIFAR_RUN
     from rosetta_book.bench.report import summarize
     from rosetta_book.bench.tasks import JAX_LIMIT
-    from rosetta_utils.results_report import TASK_BENCH_HEADERS, task_bench_table
+    from rosetta_proof.record_tables import TASK_BENCH_HEADERS, task_bench_table
 
     build, curated = tmp_path / "build", tmp_path / "curated"
     build.mkdir(), curated.mkdir()
@@ -163,7 +163,7 @@ def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path)
 def test_the_settings_that_moved_each_framework_most_are_read_from_the_report():
     from test_bench import CIFAR_RUN
     from rosetta_book.bench.report import summarize
-    from rosetta_utils.results_report import BENCH_MOVES_HEADERS, bench_moves
+    from rosetta_proof.record_tables import BENCH_MOVES_HEADERS, bench_moves
 
     rows = {row[1]: dict(zip(BENCH_MOVES_HEADERS, row)) for row in bench_moves([summarize(CIFAR_RUN, "smoke")])}
     # JAX: page "jit" 0.3 s; "no jit" 0.2 s helped (x1.50), "jit, 1 thread" 0.25 s helped less

@@ -19,12 +19,13 @@ import numpy as np
 import pytest
 
 from conftest import assert_a_failed_proof_stops_the_page, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
-from rosetta_utils import FRAMEWORKS
 from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
-from rosetta_utils.equivalence import equivalence_table, failures, max_abs_difference
+from rosetta_proof.equivalence import equivalence_table, failures
+from rosetta_proof.tab_results import TabRun
+from rosetta_utils import FRAMEWORKS
+from rosetta_utils.differences import max_abs_difference
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.gru import random_gru_weights
-from rosetta_utils.tab_results import TabRun
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "variable_length_sequences.md"
 

@@ -12,23 +12,22 @@ import pytest
 
 from conftest import snapshot
 from local_http_server import unused_port_url
+from rosetta_utils import pretrained
 from rosetta_utils.data import DataError, StandInWarning
 from rosetta_utils.data.standins import STAND_IN_MARK
 from rosetta_utils.image_crops import center_crops
 from rosetta_utils.keras_h5 import HDF5_OBJECT_HEADER_LIMIT, read_keras_weights, weight_key, write_keras_weights
-from rosetta_utils import pretrained
 from rosetta_utils.pretrained import (
     KERAS_RESNET50_MD5,
     MIRROR_VARIABLE,
     canonical_from_keras,
-    check_canonical,
+    check_resnet50_weights,
     keras_from_canonical,
-    keras_layer_pairs,
-    keras_resnet50_layout,
     resnet50_imagenet_weights,
     weights_location,
 )
-from rosetta_utils.transplant import random_resnet50_weights, resnet50_weight_shapes
+from rosetta_utils.resnet50_layout import keras_layer_pairs, keras_resnet50_layout, resnet50_weight_shapes
+from rosetta_utils.transplant import random_resnet50_weights
 
 
 def conv_biases(seed=7):
@@ -174,8 +173,8 @@ def test_missing_extra_or_misshapen_arrays_are_refused_naming_them(canonical):
     state["layer1.0.conv1.weight"] = np.zeros((64, 64, 3, 3), np.float32)
     with pytest.raises(DataError, match=r"missing: layer4\.2\.bn3\.running_var; 1 extra: fc\.weight; "
                                         r"1 of the wrong shape: layer1\.0\.conv1\.weight \(64, 64, 3, 3\)"):
-        check_canonical(state)
-    check_canonical(canonical)  # the right set passes
+        check_resnet50_weights(state)
+    check_resnet50_weights(canonical)  # the right set passes
 
 
 # --- The download ------------------------------------------------------------------------------

@@ -6,12 +6,12 @@ import sys
 import pytest
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.envreport import FrameworkReport, machine_lines, report_framework
+from rosetta_utils.machine import FrameworkReport, machine_lines, report_framework
 from conftest import AVAILABLE, IN_PROCESS_PARAMS, framework_process_output
 from rosetta_book.environments import require_python
-from rosetta_utils.frameworks import is_installed, usable_cores
 from rosetta_book.one_framework import environment
-from rosetta_utils.profile import UnknownProfileError, current_profile, describe_profile
+from rosetta_utils.frameworks import is_installed, usable_cores
+from rosetta_utils.run_profile import UnknownProfileError, current_profile, describe_profile
 
 
 def test_profile_comes_from_the_environment(monkeypatch):
@@ -79,7 +79,7 @@ def report_in_a_part(framework: str, imports: str) -> str:
     blocked, the framework imported by the page's own lines, OMP_NUM_THREADS not set."""
     env = environment(framework)
     env.pop("OMP_NUM_THREADS", None)
-    code = f"{imports}\nfrom rosetta_utils.envreport import report_framework\nprint(report_framework({framework!r}).line())"
+    code = f"{imports}\nfrom rosetta_utils.machine import report_framework\nprint(report_framework({framework!r}).line())"
     done = subprocess.run([require_python(framework), "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
@@ -112,7 +112,7 @@ ARRAY_AND_MODEL = {
 def device_in_a_part(framework: str, code: str) -> str:
     env = environment(framework)
     script = (f"import numpy as np\n{PAGE_IMPORTS[framework]}\n{code}\n"
-              "from rosetta_utils.envreport import array_device_in\n"
+              "from rosetta_utils.machine import array_device_in\n"
               f"print('DEVICE', array_device_in({framework!r}, dict(globals())))")
     done = subprocess.run([require_python(framework), "-c", script], env=env, capture_output=True, text=True,
                           timeout=300)
@@ -134,7 +134,7 @@ def test_chainer_is_never_labelled_gpu_while_its_arrays_stay_numpy():
 
 
 from rosetta_utils.frameworks import gpu_build  # noqa: E402
-from rosetta_utils.profile import plan_frameworks  # noqa: E402
+from rosetta_utils.run_profile import plan_frameworks  # noqa: E402
 
 BUILDS = {"pytorch": "torch for CUDA 12.8", "jax": "jax-cuda12-plugin", "mxnet": None}
 

@@ -5,13 +5,13 @@ import math
 
 import pytest
 
-from rosetta_utils.results import (
+from rosetta_proof.record_tables import NOT_MEASURED_ON_A_GPU, gpu_lesson_rows
+from rosetta_proof.records import (
     CorruptRecordWarning,
     git_commit,
     load_results,
     record_result,
 )
-from rosetta_utils.results_report import NOT_MEASURED_ON_A_GPU, gpu_lesson_rows
 
 
 def record(folder, framework="pytorch", **metrics):
@@ -86,7 +86,7 @@ def test_a_record_dated_in_the_future_is_skipped_with_a_warning(tmp_path):
     assert len(table) == 1 and "is not an ISO date" in table.problems[1]
 
 
-# GPU lesson records (rosetta_utils.results_report.gpu_lesson_rows), read from fixture
+# GPU lesson records (rosetta_proof.record_tables.gpu_lesson_rows), read from fixture
 # folders the way a lessons page reads them: this build's and the curated records.
 
 

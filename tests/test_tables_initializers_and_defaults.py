@@ -19,7 +19,7 @@ import pytest
 
 from conftest import AVAILABLE, IN_PROCESS, parts_as_built
 from rosetta_book.chapter import ChapterError, load_comparisons
-from rosetta_utils.translation_checks import Case
+from rosetta_utils.cases import Case
 from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "initializers_and_defaults.md"

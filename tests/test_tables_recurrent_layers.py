@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from conftest import TEST_ENVIRONMENT, parts_as_built
+from rosetta_book.chapter import load_comparisons
+from rosetta_proof.translation_checks import FLOAT32_TOLERANCE, check_concepts
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import is_installed
-from rosetta_book.chapter import load_comparisons
-from rosetta_utils.translation_checks import FLOAT32_TOLERANCE, check_concepts
 from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "recurrent_layers.md"

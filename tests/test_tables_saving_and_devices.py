@@ -19,7 +19,7 @@ import pytest
 
 from conftest import AVAILABLE, IN_PROCESS, parts_as_built, smoke_offline
 from rosetta_book.chapter import load_chapter, load_comparisons
-from rosetta_utils.translation_checks import TranslationMismatch, check_concepts
+from rosetta_proof.translation_checks import TranslationMismatch, check_concepts
 from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "saving_and_devices.md"

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from rosetta_utils.tables import markdown_table
+from rosetta_proof.tables import markdown_table
 from rosetta_utils.timing import NEITHER_FASTER, Timing, faster, format_seconds, measure, median_and_iqr
 
 

@@ -4,8 +4,8 @@ concept and framework; approximate rows and missing features are reported."""
 import numpy as np
 import pytest
 
-from rosetta_utils.translation_checks import (TranslationMismatch, check_concepts, check_table, grid, grid_axes,
-                                              numeric_shares)
+from rosetta_proof.translation_checks import TranslationMismatch, check_concepts, check_table, numeric_shares
+from rosetta_utils.cases import grid, grid_axes
 
 REFERENCES = {"dense": np.array([1.0, 2.0]), "pool": (np.zeros(2), np.ones(2))}
 

@@ -59,7 +59,8 @@ def test_glorot_uniform_uses_the_receptive_field():
 
 
 def test_resnet50_canonical_weights_have_torchvisions_names_and_count():
-    from rosetta_utils.transplant import random_resnet50_weights, resnet50_weight_shapes
+    from rosetta_utils.resnet50_layout import resnet50_weight_shapes
+    from rosetta_utils.transplant import random_resnet50_weights
 
     shapes = resnet50_weight_shapes()
     assert len(shapes) == 265

@@ -8,8 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+from rosetta_proof.translation_checks import numeric_shares
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.translation_checks import numeric_shares
 
 #: The share of a page's concepts each framework must check numerically (issue 20's target).
 SHARE_FLOOR = 0.95
@@ -96,7 +96,7 @@ def assert_the_page_stops_naming(page: Path, broken_results, page_name: str, con
     import pytest
 
     from rosetta_book.chapter import ChapterError, load_comparisons
-    from rosetta_utils.translation_checks import TranslationMismatch
+    from rosetta_proof.translation_checks import TranslationMismatch
 
     with pytest.raises(ChapterError) as failure:
         load_comparisons(page, broken_results)

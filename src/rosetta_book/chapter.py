@@ -9,7 +9,7 @@ readers see; nothing is copied into the package.
 
 ``load_comparisons(path, results)`` then runs the page's shared and
 comparison cells on what the framework parts left (see
-:mod:`rosetta_utils.tab_results`), exactly as the book build does after the
+:mod:`rosetta_proof.tab_results`), exactly as the book build does after the
 framework parts ran.
 """
 
@@ -28,7 +28,7 @@ from .decisive_calls import write_decisive_calls
 from .environments import require_python
 from .one_framework import environment
 from .page import Page, PageError
-from rosetta_utils.tab_results import RESULTS_FOLDER_VARIABLE, collect_tab_results, load_tab_results, save_tab_results
+from rosetta_proof.tab_results import RESULTS_FOLDER_VARIABLE, collect_tab_results, load_tab_results, save_tab_results
 
 
 class ChapterError(RuntimeError):

@@ -35,7 +35,7 @@ concept; a marker on a cell that writes no concept's result.
 
 :func:`write_decisive_calls` leaves the calls, with each concept's section
 title and label, as JSON where the comparison cells find them
-(:func:`rosetta_utils.compact_table.load_calls`).
+(:func:`rosetta_proof.compact_table.load_calls`).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rosetta_proof.compact_table import CALLS_FILE, NONE
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.compact_table import CALLS_FILE, NONE
 
 from .page import SHARED, Page, PageError, cell_role
 

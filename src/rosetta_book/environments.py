@@ -25,12 +25,13 @@ import sys
 from pathlib import Path
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.frameworks import PROBE_MODULES, check_framework, is_installed
+from rosetta_utils.frameworks import PROBE_MODULES, REGISTRY, check_framework, is_installed
 
-#: Each environment and the frameworks it holds, in the book's tab order.
+#: Each environment and the frameworks it holds (their registry entries say which), in
+#: the book's tab order.
 ENVIRONMENTS = {
-    "current": ("pytorch", "tensorflow", "jax"),
-    "legacy": ("mxnet", "chainer"),
+    "current": tuple(name for name, framework in REGISTRY.items() if framework.environment == "current"),
+    "legacy": tuple(name for name, framework in REGISTRY.items() if framework.environment == "legacy"),
 }
 
 #: The repository's root, where ``make book`` creates the environments.
@@ -40,6 +41,33 @@ _DEFAULT_FOLDERS = {"current": ".venv", "legacy": ".venv-legacy"}
 
 class BookEnvironmentError(RuntimeError):
     """An unknown environment, or a framework whose environment is missing."""
+
+
+class RegistryError(BookEnvironmentError):
+    """A framework's registry entry that names something missing; says the entry and field."""
+
+
+def check_registry(registry=None) -> None:
+    """Stop on a registry entry (:data:`rosetta_utils.frameworks.REGISTRY`) that names an
+    unknown environment, no module or no install requirement, or whose framework lacks the
+    per-framework modules every entry has in the reader's library (its backend and its GRU
+    converter), naming the entry and the field."""
+    import importlib.util
+
+    for name, framework in (REGISTRY if registry is None else registry).items():
+        where = f"the registry entry {name!r} (rosetta_utils.frameworks.REGISTRY)"
+        if framework.name != name:
+            raise RegistryError(f"{where}: field 'name' is {framework.name!r}, not its key")
+        if framework.environment not in _DEFAULT_FOLDERS:
+            raise RegistryError(f"{where}: field 'environment' names {framework.environment!r}, not one of "
+                                f"{', '.join(_DEFAULT_FOLDERS)}")
+        for field in ("modules", "install"):
+            if not getattr(framework, field):
+                raise RegistryError(f"{where}: field {field!r} is empty")
+        for package in ("backends", "gru"):
+            if importlib.util.find_spec(f"rosetta_utils.{package}.{name}") is None:
+                raise RegistryError(f"{where}: no module rosetta_utils.{package}.{name} (its "
+                                    f"{'backend' if package == 'backends' else 'GRU converter'})")
 
 
 def check_environment(name: str) -> str:

@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from rosetta_utils.envreport import gpu_name
-from rosetta_utils.profile import PROFILES, cuda_gpu_visible
+from rosetta_utils.machine import gpu_name
+from rosetta_utils.run_profile import PROFILES, cuda_gpu_visible
 
 from .gpu_processes import DeviceCheckError, child_environment, last_lines, run_child
 from .page import Page, PageError
@@ -235,7 +235,7 @@ def check_frameworks(frameworks: Iterable[str], allow_cpu: bool,
     return kinds
 
 
-def is_gpu_device(device: str) -> bool:
+def names_a_gpu(device: str) -> bool:
     """Whether a device line read from an array names a GPU (``cuda:0 (...)``, ``gpu:0 (...)``)."""
     return str(device).lower().startswith(("cuda", "gpu", "rocm"))
 
@@ -252,13 +252,13 @@ def check_part_device(where: str, device: str, values: Mapping[str, Mapping[str,
         if workers:
             return
         raise DeviceCheckError(f"{where}: {device}, so where it computed cannot be read")
-    on_gpu = is_gpu_device(device)
+    on_gpu = names_a_gpu(device)
     if expected == "gpu" and not on_gpu:
         raise DeviceCheckError(f"{where}: its arrays are on {device}, not on the GPU")
     if expected == "cpu" and on_gpu:
         raise DeviceCheckError(f"{where}: its arrays are on {device}, where the CPU was expected")
     astray = sorted(name for name, value in values.items()
-                    if value.get("kind") == "model" and is_gpu_device(value.get("device", "")) != (expected == "gpu"))
+                    if value.get("kind") == "model" and names_a_gpu(value.get("device", "")) != (expected == "gpu"))
     if astray:
         places = ", ".join(f"{name} on {values[name]['device']}" for name in astray)
         raise DeviceCheckError(f"{where}: model(s) not on the {expected.upper()}: {places}")
@@ -281,17 +281,17 @@ def check_true_float32(where: str, framework: str, setting: Any) -> None:
 # ---- one part, and one page's comparisons, each in a process of its own -----------------
 
 @dataclass
-class PartRun:
+class DevicePart:
     framework: str
     results: dict[str, Any]
     facts: dict[str, Any]
     seconds: float
 
 
-def run_part(path: Path, framework: str, folder: Path, timeout: float) -> PartRun:
+def run_part(path: Path, framework: str, folder: Path, timeout: float) -> DevicePart:
     """Run ``framework``'s part of the page (``python -m rosetta_book.gpu_check --part``)
     and read what it left in ``folder``; :class:`DeviceCheckError` if it failed."""
-    from rosetta_utils.tab_results import load_tab_results
+    from rosetta_proof.tab_results import load_tab_results
 
     from .environments import BookEnvironmentError, require_python
 
@@ -311,7 +311,7 @@ def run_part(path: Path, framework: str, folder: Path, timeout: float) -> PartRu
         raise DeviceCheckError(f"the part failed in its own process: {reason}")
     results = load_tab_results(folder)[framework].as_dict()
     facts = json.loads((folder / f"{framework}.facts.json").read_text())
-    return PartRun(framework, results, facts, time.monotonic() - started)
+    return DevicePart(framework, results, facts, time.monotonic() - started)
 
 
 def data_sources(namespace: Mapping[str, Any]) -> str:
@@ -353,7 +353,7 @@ def value_devices(framework: str, namespace: Mapping[str, Any]) -> dict[str, dic
 def _part_main(path: str, framework: str, folder: str) -> int:
     """In the part's own process: run it through the chapter loader, save its tab results
     and what the check reads besides (its data source, where its arrays are)."""
-    from rosetta_utils.tab_results import save_tab_results
+    from rosetta_proof.tab_results import save_tab_results
 
     from .chapter import load_chapter, tab_results_of
 
@@ -392,7 +392,7 @@ class Comparisons:
         return verdicts
 
 
-def run_comparisons(path: Path, folder: Path, timeout: float) -> Comparisons:
+def run_device_comparisons(path: Path, folder: Path, timeout: float) -> Comparisons:
     """Run the page's comparison cells on the tab results saved in ``folder``, in a process
     where no framework imports, as the book build does; the page's own records go to a
     throwaway folder (the check writes its own)."""
@@ -412,8 +412,8 @@ def run_comparisons(path: Path, folder: Path, timeout: float) -> Comparisons:
 def _comparisons_main(path: str, folder: str, out: str) -> int:
     """In the comparisons' own process: run the page's comparison cells on the saved tab
     results, recording every verdict the cells pass to ``require``."""
-    from rosetta_utils import equivalence
-    from rosetta_utils.tab_results import load_tab_results
+    from rosetta_proof import equivalence
+    from rosetta_proof.tab_results import load_tab_results
 
     from .chapter import ChapterError, load_comparisons
 
@@ -449,10 +449,10 @@ class Outcome:
 
 def _check_page(path: Path, frameworks: list[str], kinds: Mapping[str, str], gpu: GPUInfo | None,
                 results_folder: Path, deadline: float, outcome: Outcome, log: Callable[..., Any]) -> None:
-    from rosetta_utils.results import record_result
+    from rosetta_proof.records import record_result
 
     page = Page.read(path)
-    runs: dict[str, PartRun] = {}
+    runs: dict[str, DevicePart] = {}
     notes: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="rosetta-gpu-check-") as temporary:
         folder = Path(temporary)
@@ -492,7 +492,7 @@ def _check_page(path: Path, frameworks: list[str], kinds: Mapping[str, str], gpu
             outcome.problems.append(f"{page.name}: the comparisons did not run, the budget was spent")
         else:
             started = time.monotonic()
-            comparisons = run_comparisons(path, folder, left)
+            comparisons = run_device_comparisons(path, folder, left)
             log(f"{page.name}: comparisons {'passed' if comparisons.passed else 'FAILED'} "
                 f"({len(comparisons.checks)} verdict checks, {time.monotonic() - started:.1f} s)")
         if comparisons.not_run is None and not comparisons.passed:

@@ -1,4 +1,11 @@
-"""The book's framework names: which one is which, which are selected, installed, usable.
+"""The book's frameworks: one registry entry each, and which are selected, installed, usable.
+
+:data:`REGISTRY` holds, per framework, everything the book's code needs to
+know of it outside its tabs: its title, the environment that runs it, the
+modules that belong to it, the one whose presence means "installed", and
+what a reader installs for it. Every other framework table of the book is
+derived from it; adding a framework is one entry here, its tabs, and the
+per-framework modules the entry names (DEVELOPERS.md, "Adding a framework").
 
 :func:`check_framework` and :func:`parse_framework_list` check names against
 the book's five (``ROSETTA_FRAMEWORKS`` uses the latter's syntax, read by
@@ -18,17 +25,69 @@ import functools
 import importlib.util
 import os
 import sys
+from dataclasses import dataclass
 
-from . import FRAMEWORKS
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework of the book."""
+
+    #: The name of its tabs, tags and files (``"pytorch"``).
+    name: str
+    #: How a reader sees it named (``"PyTorch"``).
+    title: str
+    #: The environment whose kernels run its parts (``"current"`` or ``"legacy"``).
+    environment: str
+    #: The top-level modules its :attr:`install` brings; the first must be importable for
+    #: the framework to count as installed.
+    modules: tuple[str, ...]
+    #: What a reader installs for it, as pip requirements.
+    install: tuple[str, ...]
+    #: The Python versions it runs on, where they are fewer than the book's, for a reader.
+    python: str = ""
+    #: Its companion libraries, installed apart (module: distribution), e.g. torchvision.
+    companions: tuple[tuple[str, str], ...] = ()
+    #: How prose names it (a porting trap that says "Keras" is TensorFlow's).
+    names_in_prose: tuple[str, ...] = ()
+    #: Its float32 matrix products among the benchmark's peak paths, by name.
+    matmul_paths: tuple[str, ...] = ()
+
+    @property
+    def probe_module(self) -> str:
+        return self.modules[0]
+
+    @property
+    def all_modules(self) -> tuple[str, ...]:
+        """Every top-level module that belongs to the framework, companions included."""
+        return self.modules + tuple(module for module, _ in self.companions)
+
+
+#: The book's frameworks, in the order their tabs appear.
+REGISTRY = {framework.name: framework for framework in (
+    Framework("pytorch", "PyTorch", "current", ("torch",), ("torch",),
+              companions=(("torchvision", "torchvision"), ("torchaudio", "torchaudio")),
+              names_in_prose=("PyTorch", "torch"), matmul_paths=("torch.mm", "torch oneDNN linear")),
+    Framework("tensorflow", "TensorFlow (Keras 3)", "current", ("tensorflow", "keras"), ("tensorflow", "keras"),
+              companions=(("tf_keras", "tf-keras"),), names_in_prose=("TensorFlow", "Keras", "tf."),
+              matmul_paths=("tf.matmul",)),
+    Framework("jax", "JAX (Flax)", "current", ("flax", "jax", "jaxlib", "optax"), ("jax", "flax", "optax"),
+              companions=(("orbax", "orbax-checkpoint"),),
+              names_in_prose=("JAX", "Flax", "XLA", "nnx", "optax", "jnp"), matmul_paths=("jax.numpy.dot (XLA)",)),
+    Framework("mxnet", "MXNet (Gluon)", "legacy", ("mxnet",), ("mxnet==1.9.1", "numpy<2"), python="3.11 or older",
+              names_in_prose=("MXNet", "Gluon"), matmul_paths=("mxnet.nd.dot",)),
+    Framework("chainer", "Chainer", "legacy", ("chainer", "chainerx", "chainermn"), ("chainer==7.8.1", "numpy<2"),
+              python="3.11 or older", companions=(("cupy", "cupy"),), names_in_prose=("Chainer",),
+              matmul_paths=("numpy (Chainer's environment)",)),
+)}
+
+#: The five frameworks of the book, in the order their tabs appear.
+FRAMEWORKS = tuple(REGISTRY)
+
+#: How each framework is named where a reader sees it.
+FRAMEWORK_TITLES = {name: framework.title for name, framework in REGISTRY.items()}
 
 #: The module that must be importable for each framework to be "installed".
-PROBE_MODULES = {
-    "pytorch": "torch",
-    "tensorflow": "tensorflow",
-    "jax": "flax",
-    "mxnet": "mxnet",
-    "chainer": "chainer",
-}
+PROBE_MODULES = {name: framework.probe_module for name, framework in REGISTRY.items()}
 
 
 class UnknownFrameworkError(ValueError):

@@ -11,7 +11,7 @@ The file is downloaded once with pooch into the data cache
 (:mod:`rosetta_utils.data.fetch`), checked against its MD5 on the bytes that
 are read, read without Keras (:mod:`rosetta_utils.keras_h5`) and converted to
 the book's canonical layout (torchvision's names, OIHW kernels, no
-convolution biases: :func:`rosetta_utils.transplant.resnet50_weight_shapes`).
+convolution biases: :func:`rosetta_utils.resnet50_layout.resnet50_weight_shapes`).
 Keras's convolutions carry biases; each is folded into the batch norm that
 follows it (``BN(conv(x) + b)`` is ``BN(conv(x))`` with ``running_mean - b``),
 so the canonical set computes exactly what Keras's model computes.
@@ -44,13 +44,8 @@ from .data.errors import DataError, StandInWarning
 from .data.fetch import NetworkUnavailable, cache_dir, discard, fetch, offline_reason, verified_bytes
 from .data.standins import STAND_IN_MARK
 from .keras_h5 import read_keras_weights, weight_key
-from .transplant import (
-    RESNET50_STAGES,
-    conv_hwio_to_oihw,
-    conv_oihw_to_hwio,
-    random_resnet50_weights,
-    resnet50_weight_shapes,
-)
+from .resnet50_layout import KERAS_BATCH_NORM, keras_layer_pairs, keras_resnet50_layout, resnet50_weight_shapes
+from .transplant import conv_hwio_to_oihw, conv_oihw_to_hwio, random_resnet50_weights
 
 KERAS_RESNET50_FILE = "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5"
 KERAS_RESNET50_URL = f"https://storage.googleapis.com/tensorflow/keras-applications/resnet/{KERAS_RESNET50_FILE}"
@@ -69,66 +64,6 @@ GLUON_RESNET50_V1_TOP1 = 0.7647
 
 #: Names another copy of the weights file: ``"<url> md5:<32 hex digits>"``.
 MIRROR_VARIABLE = "ROSETTA_RESNET50_WEIGHTS"
-
-#: Keras's names of a batch norm's arrays, in its legacy order, and torchvision's.
-_BATCH_NORM = (("gamma", "weight"), ("beta", "bias"), ("moving_mean", "running_mean"), ("moving_variance", "running_var"))
-
-
-def keras_layer_pairs() -> list[tuple[str, str, str, str]]:
-    """``(Keras conv, Keras batch norm, torchvision conv, torchvision batch norm)`` for every
-    convolution of ResNet-50's feature extractor, in the order of Keras's file."""
-    pairs = [("conv1_conv", "conv1_bn", "conv1", "bn1")]
-    for stage, (_, blocks, _) in enumerate(RESNET50_STAGES, start=1):
-        for block in range(blocks):
-            keras, torch = f"conv{stage + 1}_block{block + 1}", f"layer{stage}.{block}"
-            branches = [1, 2, 0, 3] if block == 0 else [1, 2, 3]  # Keras builds the shortcut third
-            for branch in branches:
-                conv, bn = (
-                    ("downsample.0", "downsample.1") if branch == 0 else (f"conv{branch}", f"bn{branch}")
-                )
-                pairs.append((f"{keras}_{branch}_conv", f"{keras}_{branch}_bn", f"{torch}.{conv}", f"{torch}.{bn}"))
-    return pairs
-
-
-def keras_resnet50_layout() -> dict[str, list[tuple[str, tuple[int, ...]]]]:
-    """The published file's layers in its order: ``{layer: [(weight name, shape), ...]}``, the
-    weightless layers (``[]``) included, names as Keras 2 wrote them (``conv1_conv/kernel:0``)."""
-    shapes = resnet50_weight_shapes()
-
-    def conv(name: str, torch_conv: str) -> list[tuple[str, tuple[int, ...]]]:
-        out, inp, height, width = shapes[f"{torch_conv}.weight"]
-        return [(f"{name}/kernel:0", (height, width, inp, out)), (f"{name}/bias:0", (out,))]
-
-    def batch_norm(name: str, torch_bn: str) -> list[tuple[str, tuple[int, ...]]]:
-        return [(f"{name}/{keras}:0", shapes[f"{torch_bn}.{torch}"]) for keras, torch in _BATCH_NORM]
-
-    pairs = {keras_conv: (keras_bn, torch_conv, torch_bn) for keras_conv, keras_bn, torch_conv, torch_bn in keras_layer_pairs()}
-    layout: dict[str, list[tuple[str, tuple[int, ...]]]] = {"input_1": [], "conv1_pad": []}
-
-    def add_conv(keras_conv: str) -> None:
-        keras_bn, torch_conv, torch_bn = pairs[keras_conv]
-        layout[keras_conv] = conv(keras_conv, torch_conv)
-        layout[keras_bn] = batch_norm(keras_bn, torch_bn)
-
-    add_conv("conv1_conv")
-    layout["conv1_relu"], layout["pool1_pad"], layout["pool1_pool"] = [], [], []
-    for stage, (_, blocks, _) in enumerate(RESNET50_STAGES, start=1):
-        for block in range(blocks):
-            name = f"conv{stage + 1}_block{block + 1}"
-            for branch in (1, 2):
-                add_conv(f"{name}_{branch}_conv")
-                layout[f"{name}_{branch}_relu"] = []
-            if block == 0:  # Keras's order: 0_conv, 3_conv, 0_bn, 3_bn
-                keras_bn0, torch_conv0, torch_bn0 = pairs[f"{name}_0_conv"]
-                keras_bn3, torch_conv3, torch_bn3 = pairs[f"{name}_3_conv"]
-                layout[f"{name}_0_conv"] = conv(f"{name}_0_conv", torch_conv0)
-                layout[f"{name}_3_conv"] = conv(f"{name}_3_conv", torch_conv3)
-                layout[keras_bn0] = batch_norm(keras_bn0, torch_bn0)
-                layout[keras_bn3] = batch_norm(keras_bn3, torch_bn3)
-            else:
-                add_conv(f"{name}_3_conv")
-            layout[f"{name}_add"], layout[f"{name}_out"] = [], []
-    return layout
 
 
 def check_weight_set(
@@ -168,10 +103,10 @@ def canonical_from_keras(layers: dict[str, dict[str, np.ndarray]], label: str = 
     for keras_conv, keras_bn, torch_conv, torch_bn in keras_layer_pairs():
         canonical[f"{torch_conv}.weight"] = conv_hwio_to_oihw(found[f"{keras_conv}/kernel"].astype(np.float32))
         bias = found[f"{keras_conv}/bias"].astype(np.float32)
-        for keras, torch in _BATCH_NORM:
+        for keras, torch in KERAS_BATCH_NORM:
             canonical[f"{torch_bn}.{torch}"] = found[f"{keras_bn}/{keras}"].astype(np.float32)
         canonical[f"{torch_bn}.running_mean"] = canonical[f"{torch_bn}.running_mean"] - bias
-    check_canonical(canonical, label)
+    check_resnet50_weights(canonical, label)
     return canonical
 
 
@@ -182,14 +117,14 @@ def keras_from_canonical(
     published file's layout (weightless layers as ``{}``), ready for
     :func:`rosetta_utils.keras_h5.write_keras_weights`. ``conv_biases`` (Keras's conv layer name
     → bias, zero where not given) are unfolded from the running means."""
-    check_canonical(weights, "the canonical weights")
+    check_resnet50_weights(weights, "the canonical weights")
     conv_biases = conv_biases or {}
     by_keras = {}
     for keras_conv, keras_bn, torch_conv, torch_bn in keras_layer_pairs():
         bias = np.asarray(conv_biases.get(keras_conv, np.zeros(weights[f"{torch_conv}.weight"].shape[0])), np.float32)
         by_keras[f"{keras_conv}/kernel"] = conv_oihw_to_hwio(weights[f"{torch_conv}.weight"])
         by_keras[f"{keras_conv}/bias"] = bias
-        for keras, torch in _BATCH_NORM:
+        for keras, torch in KERAS_BATCH_NORM:
             by_keras[f"{keras_bn}/{keras}"] = weights[f"{torch_bn}.{torch}"]
         by_keras[f"{keras_bn}/moving_mean"] = weights[f"{torch_bn}.running_mean"] + bias
     return {
@@ -198,7 +133,7 @@ def keras_from_canonical(
     }
 
 
-def check_canonical(weights: dict[str, np.ndarray], label: str = "the weights") -> None:
+def check_resnet50_weights(weights: dict[str, np.ndarray], label: str = "the weights") -> None:
     """Refuse a canonical ResNet-50 state dict with missing, extra or misshapen arrays, naming them."""
     check_weight_set({name: np.shape(value) for name, value in weights.items()}, resnet50_weight_shapes(), label)
 

@@ -10,8 +10,9 @@ PyTorch's layouts. Each function below has its inverse next to it.
 
 from __future__ import annotations
 
-
 import numpy as np
+
+from .resnet50_layout import resnet50_weight_shapes
 
 
 def conv_oihw_to_hwio(kernel: np.ndarray) -> np.ndarray:
@@ -79,42 +80,6 @@ def _require_flattened(weight: np.ndarray, channels: int, height: int, width: in
             f"a dense weight after flattening {channels}×{height}×{width} features needs "
             f"{channels * height * width} inputs, got shape {weight.shape}"
         )
-
-
-#: ResNet-50's four stages: bottleneck width, number of blocks, stride of the first block.
-RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))
-
-
-def resnet50_weight_shapes() -> dict[str, tuple[int, ...]]:
-    """Name → shape of ResNet-50's feature extractor in torchvision's names and layouts.
-
-    Convolutions (OIHW, no biases) and batch norms (``weight`` = scale,
-    ``bias`` = shift, ``running_mean``, ``running_var``); no classifier. The
-    shapes are the same for v1 and v1.5, which differ only in where a
-    down-sampling block puts its stride.
-    """
-    shapes: dict[str, tuple[int, ...]] = {"conv1.weight": (64, 3, 7, 7)}
-
-    def batch_norm(prefix: str, channels: int) -> None:
-        for field in ("weight", "bias", "running_mean", "running_var"):
-            shapes[f"{prefix}.{field}"] = (channels,)
-
-    batch_norm("bn1", 64)
-    channels_in = 64
-    for stage, (width, blocks, _) in enumerate(RESNET50_STAGES, start=1):
-        for block in range(blocks):
-            prefix = f"layer{stage}.{block}"
-            shapes[f"{prefix}.conv1.weight"] = (width, channels_in, 1, 1)
-            batch_norm(f"{prefix}.bn1", width)
-            shapes[f"{prefix}.conv2.weight"] = (width, width, 3, 3)
-            batch_norm(f"{prefix}.bn2", width)
-            shapes[f"{prefix}.conv3.weight"] = (4 * width, width, 1, 1)
-            batch_norm(f"{prefix}.bn3", 4 * width)
-            if block == 0:
-                shapes[f"{prefix}.downsample.0.weight"] = (4 * width, channels_in, 1, 1)
-                batch_norm(f"{prefix}.downsample.1", 4 * width)
-            channels_in = 4 * width
-    return shapes
 
 
 def random_resnet50_weights(seed: int = 0) -> dict[str, np.ndarray]:

@@ -27,7 +27,7 @@ import json
 import os
 from pathlib import Path
 
-from rosetta_utils.frameworks import selected_frameworks
+from rosetta_utils.frameworks import UnknownFrameworkError, parse_framework_list, selected_frameworks
 
 from .flops import conv2d_flops, dense_flops, gru_flops, model_flops_per_image, resnet50_flops
 from .report import TARGET_RATIO, format_report, peak_targets, summarize
@@ -50,7 +50,7 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmu
     installed framework, benchmarked or not, so that a run of one framework reports the same
     shares of peak as a run of all five. ``in_turn`` times one framework after another
     (default: where the task says why, :attr:`~rosetta_book.bench.tasks.Task.in_turn`)."""
-    from rosetta_utils.profile import current_profile
+    from rosetta_utils.run_profile import current_profile
 
     from .run import installed_frameworks, run_in_turn, run_task
 
@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         os.environ["ROSETTA_PROFILE"] = args.profile
     if args.frameworks:
+        try:
+            parse_framework_list(args.frameworks)
+        except UnknownFrameworkError as error:
+            parser.error(f"--frameworks {args.frameworks}: {error}")
         os.environ["ROSETTA_FRAMEWORKS"] = args.frameworks
     from .run import installed_frameworks
 
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                             in_turn=args.in_turn)
     print(format_report(report))
     if args.json is None:
-        from rosetta_utils.results import build_results_dir
+        from rosetta_proof.records import build_results_dir
 
         args.json = build_results_dir() / f"bench-{args.task}.json"
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from rosetta_utils.transplant import RESNET50_STAGES
+from rosetta_utils.resnet50_layout import RESNET50_STAGES
 
 
 def conv2d_flops(height: int, width: int, channels_in: int, channels_out: int, kernel: int) -> int:

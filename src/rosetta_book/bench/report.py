@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
-from rosetta_utils.results_report import why_below_peak, why_page_stops
+from rosetta_proof.record_tables import why_below_peak, why_page_stops
 from rosetta_utils.timing import Timing, faster
 
 from .tasks import resolve_task
@@ -100,7 +100,7 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
             "other_results": other_results, "limit": task.limits.get(framework), "data": result["data"],
         }
         if "convolutions" in result:
-            report["frameworks"][framework]["convolutions_alone"] = convolutions_alone(
+            report["frameworks"][framework]["convolutions_alone"] = convolutions_alone_summary(
                 result["convolutions"], configurations[page], per_item_flops, peak)
     if report["frameworks"]:
         leader = min(report["frameworks"], key=lambda fw: _best(report, fw)["seconds_per_item"])
@@ -115,7 +115,7 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
     return report
 
 
-def convolutions_alone(measured: Mapping[str, Any], page: Mapping[str, Any], per_item_flops: float,
+def convolutions_alone_summary(measured: Mapping[str, Any], page: Mapping[str, Any], per_item_flops: float,
                        peak: float) -> dict[str, Any]:
     """The page's convolutions timed alone (``measured``: what the page's process reported)
     beside the page's configuration (``page``, its numbers in the report): their rate as a

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.envreport import cpu_model
+from rosetta_utils.machine import cpu_model
 
 from .convolutions import CONVOLUTIONS
 from .tasks import Alternative, Task, resolve_task
@@ -84,7 +84,7 @@ def plan_groups(task: str | Task, frameworks: tuple[str, ...],
     return groups
 
 
-class Process:
+class BenchProcess:
     """A running benchmark process and its connection."""
 
     def __init__(self, task: str, group: Group, listener: Listener, address: str, key: bytes,
@@ -188,13 +188,13 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="rosetta-bench-") as folder:
         address = str(Path(folder) / "socket")
-        processes: list[Process] = []
+        processes: list[BenchProcess] = []
         try:
             with Listener(address, family="AF_UNIX", authkey=key) as listener:
                 ready: dict[int, dict[str, Any]] = {}
                 for index, group in enumerate(groups):
                     log(f"{task}: starting {group.label}: {', '.join(group.names) or 'matrix products only'}")
-                    process = Process(task, group, listener, address, key, Path(folder) / f"{index}.log")
+                    process = BenchProcess(task, group, listener, address, key, Path(folder) / f"{index}.log")
                     processes.append(process)
                     process.send({"names": group.names, "warmup": warmup, "steps": steps, "peak": group.peak,
                                   "matmul_size": matmul_size})

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from rosetta_utils.results_report import SECOND_PROCESS
+from rosetta_proof.record_tables import SECOND_PROCESS
+from rosetta_utils.tasks import REGISTRY as TASK_REGISTRY
 
 #: The frameworks every task lists, in the book's order.
-FRAMEWORK_ORDER = ("pytorch", "tensorflow", "jax", "mxnet", "chainer")
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ HALF_BATCH_WHY = "the page's configuration on half the page's batch (the same wo
 DOUBLE_BATCH_WHY = "the page's configuration on twice the page's batch (the same work per image)"
 
 TASKS = {
-    "cifar10": Task("cifar10", "book/chapters/cifar10_cnn.md", "make_training", True, {
+    "cifar10": Task("cifar10", TASK_REGISTRY["cifar10"].page, "make_training", True, {
         "pytorch": {
             "NHWC (channels_last)": Alternative({"channels_last": True}, "oneDNN's native layout"),
             "NCHW": Alternative({"channels_last": False}, "PyTorch's default layout"),
@@ -200,7 +200,7 @@ TASKS = {
             "iDeep (oneDNN)": Alternative(why="oneDNN's convolutions", dropped=CHAINER_IDEEP_WHY),
         },
     }, limits={"jax": JAX_LIMIT, "mxnet": MX_LIMIT, "chainer": CHAINER_LIMIT}),
-    "imdb": Task("imdb", "book/chapters/imdb_gru.md", "make_training", True, {
+    "imdb": Task("imdb", TASK_REGISTRY["imdb"].page, "make_training", True, {
         "pytorch": {
             "nn.GRU time-major, gather, fused Adam": Alternative(
                 {"fused": True, "batch_first": False, "readout": "gather", "fused_optimizer": True},
@@ -269,7 +269,7 @@ TASKS = {
         },
     }, limits={"tensorflow": TF_IMDB_LIMIT, "jax": JAX_LIMIT, "mxnet": MX_LIMIT,
                 "chainer": CHAINER_LIMIT}),
-    "resnet50": Task("resnet50", "book/chapters/resnet50_features.md", "make_resnet50", False, {
+    "resnet50": Task("resnet50", TASK_REGISTRY["resnet50"].page, "make_resnet50", False, {
         "pytorch": {
             "NHWC, torch.compile": Alternative({"channels_last": True, "compile": True, "freeze": False},
                                                "Inductor's code in oneDNN's layout"),

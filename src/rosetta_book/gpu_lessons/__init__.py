@@ -2,7 +2,7 @@
 
 The reference's three lessons are GPU lessons (autotuning, cuDNN, layouts); the
 lessons pages show what this package measures, through
-:func:`rosetta_utils.results_report.gpu_lesson_rows`. Every network and step
+:func:`rosetta_proof.record_tables.gpu_lesson_rows`. Every network and step
 is the chapters' own: a measuring process loads the CIFAR-10, ResNet-50 and
 IMDB chapters' parts through the chapter loader up to their Training (or
 Evaluation) section and calls the page's builder (``make_training``,
@@ -167,7 +167,7 @@ def read_measurements(folder: Path) -> list[dict[str, Any]]:
 
 def _record(measurement: Mapping[str, Any], metrics: Mapping[str, Any], results_folder: Path,
             driver: str | None) -> dict[str, Any]:
-    from rosetta_utils.results import record_result
+    from rosetta_proof.records import record_result
 
     versions = dict(measurement["versions"])
     if driver:

@@ -13,16 +13,12 @@ other framework were not installed.
 import os
 import sys
 
+from rosetta_utils.frameworks import REGISTRY
+
 ONLY = os.environ.get("ROSETTA_ONLY_FRAMEWORK", "").strip()
 
-#: The top-level modules that belong to each framework.
-MODULES = {
-    "pytorch": ("torch", "torchvision", "torchaudio"),
-    "tensorflow": ("tensorflow", "keras", "tf_keras"),
-    "jax": ("jax", "jaxlib", "flax", "optax"),
-    "mxnet": ("mxnet",),
-    "chainer": ("chainer", "chainerx", "chainermn", "cupy"),
-}
+#: The top-level modules that belong to each framework (its registry entry).
+MODULES = {name: framework.all_modules for name, framework in REGISTRY.items()}
 
 
 class _Refused:

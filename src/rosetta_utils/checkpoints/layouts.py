@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from ..transplant import (
-    RESNET50_STAGES,
     conv_hwio_to_oihw,
     conv_oihw_to_hwio,
     dense_in_out_to_out_in,
@@ -43,6 +42,7 @@ from ..transplant import (
     flattened_dense_nchw_to_nhwc,
     flattened_dense_nhwc_to_nchw,
 )
+from ..resnet50_layout import keras_order, native_names, resnet50_layers
 from .models import CIFAR10_CONVOLUTIONS, CIFAR10_DENSES, IMDB_GRU, cifar10_flatten, check_model
 from .errors import CheckpointError
 from .formats import OPTIMIZER_KEY
@@ -125,49 +125,6 @@ def _imdb(framework: str) -> list[Move]:
 _BATCH_NORM = ("weight", "bias", "running_mean", "running_var")
 
 
-def _resnet50_layers() -> list[tuple[str, str, tuple[int, int, int]]]:
-    """(torchvision conv, its batch norm, (stage, block, branch)) in torchvision's order;
-    branch 0 is the shortcut's (``downsample``), the stem is (0, 0, 0)."""
-    layers = [("conv1", "bn1", (0, 0, 0))]
-    for stage, (_, blocks, _) in enumerate(RESNET50_STAGES, start=1):
-        for block in range(blocks):
-            prefix = f"layer{stage}.{block}"
-            layers += [(f"{prefix}.conv{i}", f"{prefix}.bn{i}", (stage, block, i)) for i in (1, 2, 3)]
-            if block == 0:
-                layers.append((f"{prefix}.downsample.0", f"{prefix}.downsample.1", (stage, block, 0)))
-    return layers
-
-
-def _resnet50_native_names(framework: str, stage: int, block: int, branch: int) -> tuple[str, str, bool]:
-    """(native conv, native batch norm, whether the conv has a bias) of one layer."""
-    stem = stage == 0
-    if framework == "tensorflow":  # keras.applications.ResNet50
-        base = "conv1" if stem else f"conv{stage + 1}_block{block + 1}_{branch}"
-        return f"{base}_conv", f"{base}_bn", True
-    if framework == "jax":  # the chapter's nnx ResNet50: torchvision's names, nnx.Sequential's "layers"
-        if stem:
-            return "conv1", "bn1", False
-        prefix = f"layer{stage}/layers/{block}"
-        if branch == 0:
-            return f"{prefix}/downsample/layers/0", f"{prefix}/downsample/layers/1", False
-        return f"{prefix}/conv{branch}", f"{prefix}/bn{branch}", False
-    if framework == "mxnet":  # gluon.model_zoo.vision.resnet50_v1().features
-        if stem:
-            return "0", "1", False
-        prefix = f"{3 + stage}.{block}"
-        if branch == 0:
-            return f"{prefix}.downsample.0", f"{prefix}.downsample.1", False
-        conv = {1: 0, 2: 3, 3: 6}[branch]
-        return f"{prefix}.body.{conv}", f"{prefix}.body.{conv + 1}", branch != 2
-    if framework == "chainer":  # L.ResNet50Layers
-        if stem:
-            return "conv1", "bn1", True
-        name = f"res{stage + 1}/{'a' if block == 0 else f'b{block}'}"
-        branch = 4 if branch == 0 else branch
-        return f"{name}/conv{branch}", f"{name}/bn{branch}", False
-    raise AssertionError(framework)
-
-
 _NATIVE_BATCH_NORM = {
     "tensorflow": ("0", "1", "2", "3"),  # gamma, beta, moving_mean, moving_variance
     "jax": ("scale", "bias", "mean", "var"),
@@ -183,14 +140,14 @@ CHAINER_CLASSIFIER = {"fc6/W": (1000, 2048), "fc6/b": (1000,)}
 
 def _resnet50(framework: str) -> list[Move]:
     moves: list[Move] = []
-    for conv, bn, (stage, block, branch) in _resnet50_layers():
+    for conv, bn, (stage, block, branch) in resnet50_layers():
         if framework == "pytorch":
             moves.append(_same(f"{conv}.weight", f"{conv}.weight"))
             moves += [_same(f"{bn}.{field}", f"{bn}.{field}") for field in _BATCH_NORM]
             moves.append(Move("extra", (f"{bn}.num_batches_tracked",), dtype="int64",
                               note="PyTorch's count of training batches seen"))
             continue
-        native_conv, native_bn, has_bias = _resnet50_native_names(framework, stage, block, branch)
+        native_conv, native_bn, has_bias = native_names(framework, stage, block, branch)
         sep = _NATIVE_SEPARATOR[framework]
         kernel, bias = _NATIVE_CONV[framework]
         kind = "conv" if framework in ("tensorflow", "jax") else "same"
@@ -250,16 +207,12 @@ def keras_groups(model: str, layer_names: list[str]) -> dict[str, str]:
         add("gru", "gru", "cell/vars")
         add("dense", "dense")
     else:
-        order = []
-        for _, _, (stage, block, branch) in _resnet50_layers():
-            order.append((stage, block, branch))
-        # the functional model's order: in a block with a shortcut, branches 1, 2, 0, 3
-        ranked = sorted(order, key=lambda key: (key[0], key[1], {1: 0, 2: 1, 0: 2, 3: 3}[key[2]]))
+        ranked = [place for _, _, place in keras_order()]
         for stage, block, branch in ranked:
-            conv, _, _ = _resnet50_native_names("tensorflow", stage, block, branch)
+            conv, _, _ = native_names("tensorflow", stage, block, branch)
             add(conv, "conv2d")
         for stage, block, branch in ranked:
-            _, bn, _ = _resnet50_native_names("tensorflow", stage, block, branch)
+            _, bn, _ = native_names("tensorflow", stage, block, branch)
             add(bn, "batch_normalization")
     missing = [name for name in layer_names if name not in groups]
     if missing:

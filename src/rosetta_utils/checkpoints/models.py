@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..transplant import resnet50_weight_shapes
+from ..resnet50_layout import resnet50_weight_shapes
 from .errors import CheckpointError, mismatch_error
 
 #: The CIFAR-10 network's layers, in order: four convolutions, then two dense layers.

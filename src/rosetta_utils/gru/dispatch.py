@@ -23,20 +23,14 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+from ..frameworks import REGISTRY
 from .adapt import adapt_weights
 from .canonical import validate_weights
 from .errors import GRUConversionError, type_name, unsupported
 
-#: The first part of a layer type's module, mapped to the converter that handles it.
-_PACKAGE_CONVERTERS = {
-    "torch": "pytorch",
-    "keras": "tensorflow",
-    "tensorflow": "tensorflow",
-    "tf_keras": "tensorflow",
-    "flax": "jax",
-    "mxnet": "mxnet",
-    "chainer": "chainer",
-}
+#: The first part of a layer type's module, mapped to the converter that handles it (the
+#: framework whose registry entry lists the module).
+_PACKAGE_CONVERTERS = {module: name for name, framework in REGISTRY.items() for module in framework.all_modules}
 
 #: The six Dense layers of a flax.linen GRUCell's params.
 _LINEN_NAMES = frozenset({"ir", "iz", "in", "hr", "hz", "hn"})

@@ -1,0 +1,104 @@
+"""Comparing what the frameworks computed: one difference measure, one verdict, one table.
+
+Every page that proves its translations equivalent compares arrays (or dicts
+of arrays) with :func:`rosetta_utils.differences.max_abs_difference`, turns a difference into a verdict
+with :func:`verdict`, and lays the rows out with :func:`equivalence_table`,
+so a failing translation reads the same on every page. Then :func:`require`
+stops the page, and so the build, when any verdict failed: a page never shows
+a failed proof as a finding.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+
+
+#: Verdicts that pass: a check that held, and the row every other is compared with.
+AGREES, REFERENCE = "agrees", "reference"
+
+
+class VerdictFailed(AssertionError):
+    """A correctness check of a page failed; raised in a page's cell, it stops the build."""
+
+
+#: How many verdicts this process has gated so far (:func:`require`, and
+#: :func:`rosetta_proof.translation_checks.check_concepts` for the tables' rows): the
+#: build reads it after a page's comparisons and counts them per page.
+_GATED = [0]
+
+
+def count_gated(verdicts: int) -> None:
+    """Add ``verdicts`` verdicts that a gate checked (a failing one stops the page)."""
+    _GATED[0] += verdicts
+
+
+def gated_count() -> int:
+    """How many verdicts this process has gated (see :func:`count_gated`)."""
+    return _GATED[0]
+
+
+def require(verdicts: Mapping[str, str], check: str, passing: Sequence[str] = (AGREES, REFERENCE)) -> None:
+    """Stop the page unless every verdict passed. ``verdicts`` maps what was checked (a
+    framework, a row) to its verdict, whose text names the quantity, the measured value
+    and the bound (``"logits: DIFFERS (0.002 > 0.0001)"``); ``check`` says what was
+    checked. The error names each failing item with its verdict."""
+    count_gated(len(verdicts))
+    failing = {str(name): str(text) for name, text in verdicts.items() if text not in passing}
+    if failing:
+        raise VerdictFailed(f"{check} failed for {', '.join(failing)}: "
+                            + "; ".join(f"{name}: {text}" for name, text in failing.items()))
+
+
+def verdicts_of(headers: Sequence[str], rows: Sequence[Sequence[Any]], column: str = "verdict") -> dict[str, str]:
+    """``{first cell: verdict}`` of a table's rows, for :func:`require`."""
+    if column not in headers:
+        raise ValueError(f"the table has no {column!r} column: {list(headers)}")
+    index = list(headers).index(column)
+    return {str(row[0]): str(row[index]) for row in rows}
+
+
+def verdict(difference: float, tolerance: float) -> str:
+    """``"agrees"`` when ``difference`` is within ``tolerance``, else a line that says by how much."""
+    if not np.isfinite(difference) or difference > tolerance:
+        return f"DIFFERS ({difference:.3g} > {tolerance:g})"
+    return AGREES
+
+
+def equivalence_table(
+    runs: Mapping[str, Any],
+    columns: Mapping[str, Callable[[Any, Any], float]],
+    tolerances: Mapping[str, float],
+    reference: str = "pytorch",
+) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows comparing every framework's run with the ``reference`` run.
+
+    ``columns`` maps a column's title to ``difference(run, reference_run)``;
+    ``tolerances`` gives the bound of each column that is checked. The last
+    column is the verdict: "agrees", or which column differs and by how much.
+    The reference's own row is compared with nothing: its checked columns and
+    its verdict read "reference" (its other columns, such as a parameter
+    count, are computed as for every row).
+    """
+    if reference not in runs:
+        raise ValueError(f"no {reference} run to compare with: the table needs the reference framework")
+    headers = ["framework", *columns, "verdict"]
+    rows = []
+    for framework, run in runs.items():
+        if framework == reference:
+            rows.append([framework, *(REFERENCE if title in tolerances else difference(run, run)
+                                      for title, difference in columns.items()), REFERENCE])
+            continue
+        values = {title: difference(run, runs[reference]) for title, difference in columns.items()}
+        failing = [f"{title}: {verdict(values[title], bound)}" for title, bound in tolerances.items()
+                   if verdict(values[title], bound) != "agrees"]
+        rows.append([framework, *values.values(), "; ".join(failing) or "agrees"])
+    return headers, rows
+
+
+def failures(rows: Sequence[Sequence[Any]]) -> list[str]:
+    """The frameworks of :func:`equivalence_table` rows whose verdict is not "agrees"
+    (nor "reference")."""
+    return [row[0] for row in rows if row[-1] not in (AGREES, REFERENCE)]
