@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 
 from conftest import AVAILABLE, code_cell, myst_page
+from rosetta_book.downloads import (
+    download_notebook,
+    download_requirements,
+    download_script,
+    main,
+    write_downloads,
+)
 from rosetta_book.environments import python_for, require_python
-from rosetta_book.downloads import download_notebook, download_script, main, write_downloads
 from rosetta_book.one_framework import environment
 from rosetta_book.page import Page, PageError
 
@@ -29,8 +35,10 @@ def test_a_download_opens_with_its_title_and_says_what_it_needs(write_page):
     path = write_page("one.md", myst_page("One page", code_cell("x = 1", "mxnet")))
     notebook = download_notebook(Page.read(path), "mxnet")
     assert notebook.cells[0].source.startswith("# One page")
-    assert "MXNet (Gluon) part" in notebook.cells[1].source and "mxnet (1.9.1" in notebook.cells[1].source
-    assert "find_spec(_module)" in notebook.cells[2].source and "pip install mxnet==1.9.1" in notebook.cells[2].source
+    assert "MXNet (Gluon) part" in notebook.cells[1].source and "Python 3.11 or older" in notebook.cells[1].source
+    line = "pip install 'mxnet==1.9.1' 'numpy<2' ./rosetta_utils-"
+    assert f"```\n{line}" in notebook.cells[1].source
+    assert "find_spec(_module)" in notebook.cells[2].source and line in notebook.cells[2].source
     assert notebook.cells[3].source == "x = 1" and "tags" not in notebook.cells[3].metadata
 
 
@@ -80,7 +88,7 @@ def test_a_download_without_its_framework_says_what_to_install(tmp_path):
     script.write_text(download_script(download_notebook(Page.read(FIRST_PAGE), "pytorch")))
     done = subprocess.run([other, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode != 0
-    assert "ModuleNotFoundError: this PyTorch part needs torch: pip install torch" in done.stderr
+    assert "ModuleNotFoundError: this PyTorch part needs torch: pip install torch numpy ./rosetta_utils-" in done.stderr
 
 
 BORROWS = "borrows: {page: model.md, until: Training, name: MODEL_CODE}\n"
@@ -148,3 +156,60 @@ def test_a_wrong_borrows_entry_is_an_error_naming_the_problem(write_page, borrow
                                                      front_matter_extra=borrows)))
     with pytest.raises(PageError, match=message):
         download_notebook(page, "jax")
+
+
+def _line(page_text, framework, write_page, name="needs.md"):
+    return download_requirements(Page.read(write_page(name, page_text)), framework).pip_line()
+
+
+def test_the_install_line_names_every_package_the_download_imports(write_page):
+    page = myst_page("Needs", code_cell("import numpy as np\nimport matplotlib.pyplot as plt\n"
+                                        "from rosetta_utils.data import cifar10"),
+                     code_cell("import torch\nimport torchvision\nfrom PIL import Image", "pytorch"),
+                     code_cell("import jax\nfrom flax import nnx", "jax"),
+                     front_matter_extra="frameworks: [pytorch, jax]\n")
+    # torchvision is PyTorch's companion, installed apart: the page's import of it puts it
+    # in the line; rosetta_utils.data crops images with Pillow: its extra
+    wheel = "'./rosetta_utils-0.2.0-py3-none-any.whl[images]'"
+    assert _line(page, "pytorch", write_page) == f"pip install torch numpy torchvision Pillow matplotlib {wheel}"
+    assert _line(page, "jax", write_page) == f"pip install jax flax optax numpy matplotlib {wheel}"
+
+
+def test_a_helper_that_reads_keras_weights_brings_its_extra_and_mxnet_its_threads(write_page):
+    page = myst_page("Weights", code_cell("from rosetta_utils.pretrained import resnet50_imagenet_weights"),
+                     code_cell("import mxnet\nfrom rosetta_utils.machine import machine_lines", "mxnet"),
+                     code_cell("import torch", "pytorch"), front_matter_extra="frameworks: [pytorch, mxnet]\n")
+    assert "keras-h5" in _line(page, "pytorch", write_page) and "threads" not in _line(page, "pytorch", write_page)
+    assert _line(page, "mxnet", write_page).endswith("whl[images,keras-h5,threads]'")
+
+
+def test_front_matter_adds_what_code_loads_unseen_and_drops_what_a_part_runs_without(write_page):
+    page = myst_page("Export", code_cell("import jax\nimport optional_thing", "jax"),
+                     front_matter_extra="frameworks: [jax]\nrequires: {jax: [flatbuffers]}\n"
+                                        "optional_imports: {jax: [optional_thing]}\n")
+    line = _line(page, "jax", write_page)
+    assert "flatbuffers" in line and "optional_thing" not in line
+    wrong = myst_page("Wrong", code_cell("import jax", "jax"),
+                      front_matter_extra="frameworks: [jax]\nrequires: {torch: [x]}\n")
+    with pytest.raises(PageError, match="'requires' names 'torch', not one of the page's frameworks"):
+        _line(wrong, "jax", write_page, "wrong.md")
+
+
+def test_a_download_that_imports_another_framework_never_installs_it(write_page):
+    """The one-framework guard refuses the import when the part runs (tests/test_chapter_loader.py)."""
+    page = myst_page("Cross", code_cell("import jax\nimport torch", "jax"), front_matter_extra="frameworks: [jax]\n")
+    assert "torch" not in _line(page, "jax", write_page)
+
+
+def test_every_download_of_the_book_has_one_install_line_that_names_its_imports():
+    """On the book's own pages: matplotlib wherever a download draws, Pillow's extra for
+    ImageNet's crops, and the framework's own line first."""
+    from rosetta_book.downloads_check import pages_with_downloads
+
+    lines = {(page.name, framework): download_requirements(page, framework).pip_line()
+             for page in pages_with_downloads() for framework in page.tagged_frameworks()}
+    assert len(lines) >= 100
+    assert all(line.startswith("pip install ") and "rosetta_utils-" in line for line in lines.values())
+    assert "matplotlib" in lines["imdb_gru", "jax"] and "images" in lines["resnet50_features", "pytorch"]
+    assert lines["moving_models", "chainer"].count("onnx_chainer") == 0
+    assert "flatbuffers" in lines["saving_and_devices", "jax"]

@@ -1,8 +1,10 @@
-"""The two packages and the two environments.
+"""The three packages and the two environments.
 
-``rosetta_utils`` (what pages import) never imports the build engine
-``rosetta_book``, and imports with nothing but the dependencies its own
-pyproject declares; each framework's part runs in its own environment (the
+Three layers, imported downwards only: ``rosetta_utils``, the reader's library
+(what framework tabs and downloads import), imports neither the proof library
+``rosetta_proof`` nor the build engine ``rosetta_book``; the proof library
+never imports the engine. The reader's library declares every third-party
+module it imports, and imports with nothing but what its own pyproject declares; each framework's part runs in its own environment (the
 legacy one on numpy 1.26, the current one on numpy 2), and what a part leaves
 crosses to the comparisons as plain data or stops the page naming it.
 """
@@ -35,6 +37,7 @@ from rosetta_utils import FRAMEWORKS
 
 ROOT = Path(__file__).parents[1]
 UTILS = ROOT / "src" / "rosetta_utils"
+PROOF = ROOT / "src" / "rosetta_proof"
 ENGINE = ROOT / "src" / "rosetta_book"
 
 
@@ -58,10 +61,71 @@ def imported_modules(folder: Path) -> dict[str, set[str]]:
     return found
 
 
-def test_rosetta_utils_never_imports_the_build_engine():
-    leaks = {path: sorted(name for name in names if name.split(".")[0] == "rosetta_book")
-             for path, names in imported_modules(UTILS).items()}
-    assert {path: names for path, names in leaks.items() if names} == {}
+def upward_imports(folder: Path, above: set[str]) -> dict[str, list[str]]:
+    """Per module of ``folder``, the imports it makes of the packages ``above`` it."""
+    leaks = {path: sorted(name for name in names if name.split(".")[0] in above)
+             for path, names in imported_modules(folder).items()}
+    return {path: names for path, names in leaks.items() if names}
+
+
+def test_the_readers_library_imports_neither_the_proofs_nor_the_engine():
+    assert upward_imports(UTILS, {"rosetta_proof", "rosetta_book"}) == {}
+
+
+def test_the_proof_library_never_imports_the_engine():
+    assert upward_imports(PROOF, {"rosetta_book"}) == {}
+
+
+#: The frameworks' own modules: a reader installs the framework of the tab they take,
+#: and the reader's library imports it only inside the functions of that framework.
+FRAMEWORK_MODULES = {"torch", "torchvision", "tensorflow", "keras", "jax", "jaxlib", "flax", "optax",
+                     "orbax", "mxnet", "chainer", "chainermn", "mpi4py"}
+#: Import names that differ from their distribution's name on the registry.
+DISTRIBUTION_OF = {"PIL": "pillow", "yaml": "pyyaml", "sklearn": "scikit-learn"}
+
+
+def third_party_imports(folder: Path) -> dict[str, set[str]]:
+    """Per top-level third-party module imported anywhere under ``folder`` (function bodies
+    included), the files that import it."""
+    found: dict[str, set[str]] = {}
+    for path, names in imported_modules(folder).items():
+        for name in names:
+            top = name.split(".")[0]
+            if top in sys.stdlib_module_names or top.startswith("rosetta_") or top.startswith("_"):
+                continue
+            found.setdefault(top, set()).add(path)
+    return found
+
+
+def declared_distributions(pyproject: Path) -> dict[str, str]:
+    """Every distribution the pyproject declares, with where: ``dependencies`` or ``[extra]``."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    declared = {}
+    for where, requirements in [("dependencies", project["dependencies"]),
+                                *[(f"[{extra}]", listed)
+                                  for extra, listed in project.get("optional-dependencies", {}).items()]]:
+        for requirement in requirements:
+            declared.setdefault(re.split(r"[ <>=!~;\[]", requirement, maxsplit=1)[0].lower(), where)
+    return declared
+
+
+def test_the_readers_library_declares_every_third_party_module_it_imports():
+    declared = declared_distributions(UTILS / "pyproject.toml")
+    imports = third_party_imports(UTILS)
+    undeclared = {module: sorted(files) for module, files in imports.items()
+                  if module not in FRAMEWORK_MODULES and DISTRIBUTION_OF.get(module, module).lower() not in declared}
+    assert undeclared == {}
+    unused = {name for name in declared
+              if name not in {DISTRIBUTION_OF.get(module, module).lower() for module in imports}}
+    assert unused <= {"tqdm"}, "declared but never imported (tqdm is pooch's progress bar)"
+
+
+def test_the_declaration_check_sees_an_undeclared_import(tmp_path):
+    copy = tmp_path / "rosetta_utils"
+    shutil.copytree(UTILS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "image_crops.py").write_text((copy / "image_crops.py").read_text() + "\n\ndef f():\n    import scipy\n")
+    assert "scipy" in third_party_imports(copy)
+    assert "scipy" not in declared_distributions(copy / "pyproject.toml")
 
 
 def test_the_import_check_sees_an_engine_import(tmp_path):
@@ -69,10 +133,14 @@ def test_the_import_check_sees_an_engine_import(tmp_path):
     copy = tmp_path / "rosetta_utils"
     shutil.copytree(UTILS, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "timing.py").write_text((copy / "timing.py").read_text() + "\nfrom rosetta_book.page import Page\n")
+    (copy / "transplant.py").write_text((copy / "transplant.py").read_text()
+                                        + "\n\ndef f():\n    from rosetta_proof.tables import show_table\n")
     (copy / "data" / "fetch.py").write_text("from ..page import Page\n")  # relative, as if moved back
     names = imported_modules(copy)
     assert "rosetta_book.page" in next(v for k, v in names.items() if k.endswith("timing.py"))
     assert "rosetta_utils.page" in next(v for k, v in names.items() if k.endswith("fetch.py"))
+    assert set(upward_imports(copy, {"rosetta_proof", "rosetta_book"})) == {
+        "rosetta_utils/timing.py", "rosetta_utils/transplant.py"}
 
 
 #: An import of the build engine anywhere in a cell, a worker script written as a string included.
@@ -89,6 +157,28 @@ def test_no_page_imports_the_build_engine():
     assert found == []
     planted = "SCRIPT.write_text('''\nimport os\n    from rosetta_book.chapter import load_chapter\n''')"
     assert ENGINE_IMPORT.search(planted) and not ENGINE_IMPORT.search("# rosetta_book.bench times it")
+
+
+#: An import of the proof library anywhere in a cell.
+PROOF_IMPORT = re.compile(r"^\s*(?:from|import)\s+rosetta_proof\b", re.MULTILINE)
+
+
+def test_only_comparison_cells_import_the_proof_library():
+    """What a download holds (shared and framework cells) imports the reader's library
+    only; verdicts, tables and records live in the comparison cells, which no download
+    carries."""
+    from rosetta_book.page import COMPARISON, cell_role
+
+    found, comparisons = [], 0
+    for path in sorted((ROOT / "book").rglob("*.md")):
+        page = Page.read(path)
+        for index, cell in enumerate(page.notebook.cells):
+            if cell.cell_type == "code" and PROOF_IMPORT.search(cell.source):
+                if cell_role(cell) == COMPARISON:
+                    comparisons += 1
+                else:
+                    found.append(page.where(index))
+    assert found == [] and comparisons > 20
 
 
 def test_the_engine_imports_rosetta_utils_and_its_own_modules_only_by_their_names():
@@ -183,11 +273,49 @@ def _interpreter(version: str) -> str | None:
     return None
 
 
+#: What a reader's session calls of the library, framework-free, as the downloads call it
+#: (offline: the data sets' and the weights' labelled stand-ins); run in a bare environment.
+READER_SESSION = """
+import os, tempfile
+os.environ["ROSETTA_OFFLINE"] = "1"
+os.environ["ROSETTA_DATA_DIR"] = tempfile.mkdtemp()
+import numpy as np
+from rosetta_utils.cases import grid
+from rosetta_utils.data import cifar10, imdb
+from rosetta_utils.differences import max_abs_difference
+from rosetta_utils.gru import random_gru_weights
+from rosetta_utils.image_crops import center_crops
+from rosetta_utils.keras_h5 import read_keras_weights, write_keras_weights
+from rosetta_utils.machine import machine_lines
+from rosetta_utils.pretrained import resnet50_imagenet_weights
+from rosetta_utils.run_profile import current_profile, timed_rounds
+from rosetta_utils.timing import interleave
+from rosetta_utils.transplant import conv_oihw_to_hwio, glorot_uniform
+
+images = cifar10()
+assert images.synthetic and images.x_train.ndim == 4
+assert imdb().synthetic
+crops = center_crops(images.x_test[:2], resize=40, crop=32)
+assert crops.shape == (2, 3, 32, 32)
+weights = resnet50_imagenet_weights()
+assert weights.stand_in and len(weights.weights) == 265
+path = write_keras_weights(os.path.join(tempfile.mkdtemp(), "w.h5"), {"dense": {"kernel:0": np.ones((2, 3))}})
+assert read_keras_weights(path)["dense"]
+kernel = conv_oihw_to_hwio(glorot_uniform((4, 3, 3, 3), np.random.default_rng(0)))
+assert max_abs_difference(kernel, kernel) == 0.0 and len(grid(size=(6, 7), stride=(1, 2))) == 4
+assert random_gru_weights(3, 4) and current_profile() == "smoke" and timed_rounds(5) >= 1
+assert machine_lines() and callable(interleave)
+print("reader session ran", crops.shape)
+"""
+
+
 @pytest.mark.parametrize("version", ["3.10", "3.13"])
-def test_a_reader_installs_rosetta_utils_alone_on_the_oldest_and_newest_python(version, tmp_path):
+def test_a_reader_installs_the_readers_library_alone_and_runs_what_downloads_call(version, tmp_path):
     """The environments run Python 3.11 and 3.12; a reader may have 3.10 or 3.13. A fresh
-    virtual environment of that Python, ``pip install`` of the package's folder (numpy,
-    pooch and the rest from the registry, no framework), and every module imports."""
+    virtual environment of that Python, ``pip install`` of the package's folder with its
+    extras (numpy, pooch and the rest from the registry, no framework): every module
+    imports, every name a download imports from it exists, and the framework-free calls
+    a reader's session makes run, offline."""
     python = _interpreter(version)
     if python is None:
         pytest.skip(f"no Python {version} on this machine")
@@ -195,9 +323,11 @@ def test_a_reader_installs_rosetta_utils_alone_on_the_oldest_and_newest_python(v
     subprocess.run([python, "-m", "venv", str(venv)], check=True)
     copy = tmp_path / "rosetta_utils"
     shutil.copytree(UTILS, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
-    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(copy)],
+    extras = ",".join(tomllib.loads((UTILS / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{copy}[{extras}]"],
                                capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr[-3000:]
+    names = sorted(downloads_imports())
     code = (
         "import pkgutil, importlib, numpy, rosetta_utils\n"
         "skipped = {'rosetta_utils.gru.' + f for f in ('pytorch', 'tensorflow', 'jax', 'mxnet', 'chainer')}\n"
@@ -205,6 +335,8 @@ def test_a_reader_installs_rosetta_utils_alone_on_the_oldest_and_newest_python(v
         "for name in names:\n"
         "    if name not in skipped:\n"
         "        importlib.import_module(name)\n"
+        f"for module, name in {names!r}:\n"
+        "    getattr(importlib.import_module(module), name)\n"
         "print(len(names), numpy.__version__, rosetta_utils.__version__)\n"
     )
     done = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path, capture_output=True, text=True)
@@ -214,6 +346,32 @@ def test_a_reader_installs_rosetta_utils_alone_on_the_oldest_and_newest_python(v
 
     assert int(count) > 20 and version_installed == rosetta_utils.__version__
     assert numpy_version.startswith("2."), "pip chose a numpy older than 2 for a new Python"
+    session = subprocess.run([str(venv / "bin" / "python"), "-c", READER_SESSION], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=600)
+    assert session.returncode == 0, session.stderr[-3000:]
+    assert "reader session ran" in session.stdout
+
+
+def downloads_imports() -> set[tuple[str, str]]:
+    """Every ``(module, name)`` the book's downloads import from the reader's library."""
+    from rosetta_book.downloads import download_notebook
+    from rosetta_book.downloads_check import pages_with_downloads
+
+    found = set()
+    for page in pages_with_downloads():
+        for framework in page.tagged_frameworks():
+            for cell in download_notebook(page, framework).cells:
+                if cell.cell_type != "code":
+                    continue
+                try:
+                    tree = ast.parse("\n".join(line for line in cell.source.splitlines()
+                                               if not line.lstrip().startswith(("%", "!"))))
+                except SyntaxError:
+                    continue
+                found |= {(node.module, alias.name) for node in ast.walk(tree)
+                          if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rosetta_utils")
+                          for alias in node.names}
+    return found
 
 
 def test_every_framework_has_one_environment():
@@ -239,7 +397,7 @@ NUMPY_PAGE = myst_page(
     code_cell("import numpy as np\nimport sys", None),
     code_cell("value = {'numpy': np.__version__, 'python': sys.version.split()[0], 'x': np.arange(3.0)}", "jax"),
     code_cell("value = {'numpy': np.__version__, 'python': sys.version.split()[0], 'x': np.arange(3.0)}", "mxnet"),
-    code_cell("from rosetta_utils.tab_results import load_tab_results\n"
+    code_cell("from rosetta_proof.tab_results import load_tab_results\n"
               "print(sorted((fw, run.value['numpy'], run.value['x'].tolist()) for fw, run in load_tab_results().items()))",
               "comparison"),
     front_matter_extra="frameworks: [jax, mxnet]\ntab_results: [value]\n",
@@ -357,3 +515,64 @@ def test_a_current_part_does_not_inherit_the_legacy_distutils_choice(monkeypatch
     monkeypatch.setenv("SETUPTOOLS_USE_DISTUTILS", "stdlib")
     assert "SETUPTOOLS_USE_DISTUTILS" not in environment("pytorch")
     assert environment("chainer").get("SETUPTOOLS_USE_DISTUTILS") == "stdlib"
+
+
+def test_resnet50s_layout_is_said_in_one_module():
+    """Its stages, its layers' names in every framework and its weights' shapes live in
+    rosetta_utils.resnet50_layout; no other module of src/ spells a layer's name."""
+    spellings = re.compile(r"downsample|_block\{|RESNET50_STAGES = |res\{stage")
+    found = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "src").rglob("*.py")
+                   if spellings.search(path.read_text(encoding="utf-8")))
+    assert found == ["src/rosetta_utils/resnet50_layout.py"]
+
+
+def test_one_name_per_meaning_among_the_public_names_of_src():
+    """No two modules of src/ define the same public function or class, except the
+    modules of one family that offer one interface each (a backend or a GRU converter per
+    framework, the GPU lessons per framework) and each command's ``main``."""
+    families = ("rosetta_utils/backends/", "rosetta_utils/gru/", "rosetta_book/gpu_lessons/")
+    places: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "src").rglob("*.py")):
+        where = str(path.relative_to(ROOT / "src"))
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                places.setdefault(node.name, []).append(where)
+    twice = {name: found for name, found in places.items() if len(found) > 1 and name != "main"
+             and not any(all(place.startswith(family) and place != family + "__init__.py" for place in found)
+                         for family in families)}
+    assert twice == {}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"environment": "ancient"}, "field 'environment' names 'ancient', not one of current, legacy"),
+    ({"install": ()}, "field 'install' is empty"),
+    ({"name": "theano"}, "no module rosetta_utils.backends.theano (its backend)"),
+])
+def test_a_registry_entry_that_names_something_missing_stops_naming_entry_and_field(change, message):
+    from dataclasses import replace
+
+    from rosetta_book.environments import RegistryError, check_registry
+    from rosetta_utils.frameworks import REGISTRY
+
+    check_registry()  # the book's own registry holds
+    wrong = replace(REGISTRY["mxnet"], **change)
+    with pytest.raises(RegistryError, match=re.escape(message)):
+        check_registry({**REGISTRY, wrong.name: wrong})
+
+
+def test_every_table_of_tasks_names_the_registrys_tasks_and_only_them():
+    """The benchmark's tasks, the checkpoint command's models, the Results page's units,
+    the Makefile's BENCH_TASKS and the 2018 reference's figures all list the tasks of
+    rosetta_utils.tasks.REGISTRY, and every task's page exists."""
+    from rosetta_book.bench.tasks import TASKS as BENCH
+    from rosetta_proof.record_tables import RATE_UNITS
+    from rosetta_proof.reference import PUBLISHED
+    from rosetta_utils.checkpoints import MODELS
+    from rosetta_utils.tasks import REGISTRY as TASKS
+
+    names = set(TASKS)
+    assert set(BENCH) == names and set(RATE_UNITS) == names and set(PUBLISHED) <= names
+    assert set(MODELS) == {task.model for task in TASKS.values()}
+    assert all(BENCH[name].page == task.page and (ROOT / task.page).is_file() for name, task in TASKS.items())
+    makefile = (ROOT / "Makefile").read_text()
+    assert set(re.search(r"^BENCH_TASKS := (.*)$", makefile, re.M).group(1).split()) == names
