@@ -546,7 +546,9 @@ def test_one_name_per_meaning_among_the_public_names_of_src():
 @pytest.mark.parametrize("change, message", [
     ({"environment": "ancient"}, "field 'environment' names 'ancient', not one of current, legacy"),
     ({"install": ()}, "field 'install' is empty"),
-    ({"name": "theano"}, "no module rosetta_utils.backends.theano (its backend)"),
+    ({"name": "theano"}, "field 'backend': no module rosetta_utils.backends.theano"),
+    ({"gru_converter": "rosetta_utils.gru.theano"}, "field 'gru_converter': no module rosetta_utils.gru.theano"),
+    ({"backend": "nowhere.backend"}, "field 'backend': no module nowhere.backend"),
 ])
 def test_a_registry_entry_that_names_something_missing_stops_naming_entry_and_field(change, message):
     from dataclasses import replace

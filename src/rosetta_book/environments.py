@@ -49,9 +49,8 @@ class RegistryError(BookEnvironmentError):
 
 def check_registry(registry=None) -> None:
     """Stop on a registry entry (:data:`rosetta_utils.frameworks.REGISTRY`) that names an
-    unknown environment, no module or no install requirement, or whose framework lacks the
-    per-framework modules every entry has in the reader's library (its backend and its GRU
-    converter), naming the entry and the field."""
+    unknown environment, no module or no install requirement, or a backend or GRU
+    converter module that cannot be found, naming the entry and the field."""
     import importlib.util
 
     for name, framework in (REGISTRY if registry is None else registry).items():
@@ -64,10 +63,15 @@ def check_registry(registry=None) -> None:
         for field in ("modules", "install"):
             if not getattr(framework, field):
                 raise RegistryError(f"{where}: field {field!r} is empty")
-        for package in ("backends", "gru"):
-            if importlib.util.find_spec(f"rosetta_utils.{package}.{name}") is None:
-                raise RegistryError(f"{where}: no module rosetta_utils.{package}.{name} (its "
-                                    f"{'backend' if package == 'backends' else 'GRU converter'})")
+        for field, module in (("backend", framework.backend_module), ("gru_converter", framework.gru_module)):
+            if module is None:
+                continue
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except ModuleNotFoundError:  # its package is missing
+                found = False
+            if not found:
+                raise RegistryError(f"{where}: field {field!r}: no module {module}")
 
 
 def check_environment(name: str) -> str:

@@ -51,6 +51,22 @@ class Framework:
     names_in_prose: tuple[str, ...] = ()
     #: Its float32 matrix products among the benchmark's peak paths, by name.
     matmul_paths: tuple[str, ...] = ()
+    #: The module of its backend helpers (version, device, threads, synchronize: see
+    #: :mod:`rosetta_utils.backends`); empty: ``rosetta_utils.backends.<name>``.
+    backend: str = ""
+    #: The module of its GRU converter (see :mod:`rosetta_utils.gru`); empty:
+    #: ``rosetta_utils.gru.<name>``; None: it has none, and its GRU layers cannot be moved.
+    gru_converter: str | None = ""
+
+    @property
+    def backend_module(self) -> str:
+        return self.backend or f"rosetta_utils.backends.{self.name}"
+
+    @property
+    def gru_module(self) -> str | None:
+        if self.gru_converter is None:
+            return None
+        return self.gru_converter or f"rosetta_utils.gru.{self.name}"
 
     @property
     def probe_module(self) -> str:
@@ -228,6 +244,8 @@ def gpu_build(name: str, distributions: dict[str, str] | None = None,
     if name == "mxnet":
         builds = sorted(dist for dist in installed if dist.startswith("mxnet-cu"))
         return builds[0] if builds else None
+    if name != "chainer":
+        return None  # a framework with no GPU build the book knows of
     cupy = sorted(dist for dist, version in installed.items()
                   if dist.startswith("cupy") and version.split(".")[0] == "7")
     return f"{cupy[0]} (CuPy 7)" if cupy else None

@@ -31,9 +31,10 @@ from __future__ import annotations
 import importlib
 import types
 
-from ..frameworks import check_framework
+from ..frameworks import REGISTRY, check_framework
 
 
 def backend(name: str) -> types.ModuleType:
-    """The helper module of framework ``name`` (raises for an unknown name)."""
-    return importlib.import_module(f"{__name__}.{check_framework(name)}")
+    """The helper module of framework ``name``, the one its registry entry names (raises
+    for an unknown name)."""
+    return importlib.import_module(REGISTRY[check_framework(name)].backend_module)

@@ -78,9 +78,10 @@ def converter_for(layer: Any) -> types.ModuleType:
         name = "jax"
     else:
         name = _PACKAGE_CONVERTERS.get((type(layer).__module__ or "").split(".")[0])
-        if name is None:
-            raise unsupported(layer)
-    return importlib.import_module(f"{__package__}.{name}")
+    module = None if name is None else REGISTRY[name].gru_module
+    if module is None:  # no framework's, or a framework without a GRU converter
+        raise unsupported(layer)
+    return importlib.import_module(module)
 
 
 def is_linen_params(layer: Any) -> bool:
