@@ -480,12 +480,15 @@ def test_make_names_a_missing_interpreter_and_how_to_get_it(tmp_path):
 
 
 def test_make_writes_the_stamp_last(tmp_path):
-    """The install's recipe, printed by make -n: the stamp comes after the last pip call."""
+    """The install's recipe, printed by make -n: the stamp comes after the last install (pip
+    installs uv, uv the rest)."""
     done = make(tmp_path, "-n", "environments", "PYTHON_CURRENT=/bin/true", "PYTHON_LEGACY=/bin/true")
     lines = done.stdout.splitlines()
     for folder in (".venv", ".venv-legacy"):
         touch = next(i for i, line in enumerate(lines) if line.startswith(f"touch {folder}/.installed-"))
-        pips = [i for i, line in enumerate(lines) if f"{folder}/bin/python -m pip install" in line]
+        pips = [i for i, line in enumerate(lines)
+                if f"{folder}/bin/python -m pip install" in line or f"{folder}/bin/uv pip install" in line]
+        assert any(f"{folder}/bin/uv pip install" in lines[i] and "-e src/rosetta_utils" in lines[i] for i in pips)
         removes = [i for i, line in enumerate(lines) if line.startswith(f"rm -f {folder}/.installed-")]
         assert pips and removes and removes[0] < min(pips) and max(pips) < touch, folder
 
