@@ -107,24 +107,33 @@ class Task:
         return data.x_train[batch], data.y_train[batch]
 
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
-ONE_THREAD_WHY = ("one OpenMP thread: a small step's kernels may not pay for the second core's "
-                  "start and synchronisation")
+@dataclass(frozen=True)
+class Setting:
+    """A process environment an alternative runs in, and why it might be faster."""
+
+    env: Mapping[str, str]
+    why: str
+
+    def alternative(self, options: Mapping[str, Any] | None = None) -> Alternative:
+        """The page's model built with ``options``, run in this setting's environment."""
+        return Alternative(dict(options or {}), self.why, env=self.env)
+
+
+ONE_THREAD = Setting({"OMP_NUM_THREADS": "1"}, "one OpenMP thread: a small step's kernels may not pay for the "
+                     "second core's start and synchronisation")
 #: TensorFlow's own thread pools (read at start): one operation at a time, each on every core.
-TF_ONE_INTEROP = {"TF_NUM_INTEROP_THREADS": "1"}
-TF_ONE_INTEROP_WHY = ("one inter-op thread: operations run one after another, each using both cores, "
-                      "instead of competing for them")
-TF_NO_ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "0"}
-TF_NO_ONEDNN_WHY = "TensorFlow's Eigen kernels instead of oneDNN's (TF_ENABLE_ONEDNN_OPTS=0)"
-XLA_ONE_THREAD = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
-XLA_ONE_THREAD_WHY = "XLA's CPU code on one thread (its documented flags for the thread pool)"
-MX_NAIVE = {"MXNET_ENGINE_TYPE": "NaiveEngine"}
-MX_NAIVE_WHY = ("MXNet's synchronous engine: no dependency scheduling between operators, which "
-                "costs most on many small ones")
-MX_SUBGRAPH = {"MXNET_SUBGRAPH_BACKEND": "MKLDNN"}
-MX_SUBGRAPH_WHY = "oneDNN's graph fusion of the hybridized graph, switched on for every graph"
-CHAINER_NO_CHECK = {"CHAINER_TYPE_CHECK": "0"}
-CHAINER_NO_CHECK_WHY = "Chainer without its per-call type checks (documented as a speed setting)"
+TF_ONE_INTEROP = Setting({"TF_NUM_INTEROP_THREADS": "1"}, "one inter-op thread: operations run one after "
+                         "another, each using both cores, instead of competing for them")
+TF_NO_ONEDNN = Setting({"TF_ENABLE_ONEDNN_OPTS": "0"},
+                       "TensorFlow's Eigen kernels instead of oneDNN's (TF_ENABLE_ONEDNN_OPTS=0)")
+XLA_ONE_THREAD = Setting({"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"},
+                         "XLA's CPU code on one thread (its documented flags for the thread pool)")
+MX_NAIVE = Setting({"MXNET_ENGINE_TYPE": "NaiveEngine"}, "MXNet's synchronous engine: no dependency scheduling "
+                   "between operators, which costs most on many small ones")
+MX_SUBGRAPH = Setting({"MXNET_SUBGRAPH_BACKEND": "MKLDNN"},
+                      "oneDNN's graph fusion of the hybridized graph, switched on for every graph")
+CHAINER_NO_CHECK = Setting({"CHAINER_TYPE_CHECK": "0"},
+                           "Chainer without its per-call type checks (documented as a speed setting)")
 CHAINER_IDEEP_WHY = ("not possible here: Chainer's oneDNN path (chainer.config.use_ideep='auto') needs "
                      "the ideep4py package, which no package index here offers for Python 3.11")
 #: Why a framework whose fastest setting is one it reads when it starts stops short of a target.
@@ -165,7 +174,7 @@ TASKS = {
         "pytorch": {
             "NHWC (channels_last)": Alternative({"channels_last": True}, "oneDNN's native layout"),
             "NCHW": Alternative({"channels_last": False}, "PyTorch's default layout"),
-            "NHWC, 1 thread": Alternative({"channels_last": True}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "NHWC, 1 thread": ONE_THREAD.alternative({"channels_last": True}),
             "NHWC, fused SGD": Alternative({"channels_last": True, "fused_optimizer": True},
                                            "torch.optim's fused update: one kernel for every parameter"),
             "NHWC, torch.compile": Alternative({"channels_last": True, "compile": True},
@@ -174,14 +183,13 @@ TASKS = {
         "tensorflow": {
             "XLA off": Alternative({"jit_compile": False}, "TensorFlow's own kernels (oneDNN)"),
             "XLA on": Alternative({"jit_compile": True}, "the step compiled by XLA"),
-            "XLA off, 1 inter-op thread": Alternative({"jit_compile": False}, TF_ONE_INTEROP_WHY,
-                                                      env=TF_ONE_INTEROP),
-            "XLA off, without oneDNN": Alternative({"jit_compile": False}, TF_NO_ONEDNN_WHY, env=TF_NO_ONEDNN),
+            "XLA off, 1 inter-op thread": TF_ONE_INTEROP.alternative({"jit_compile": False}),
+            "XLA off, without oneDNN": TF_NO_ONEDNN.alternative({"jit_compile": False}),
         },
         "jax": {
             "jit": Alternative({"jit": True}, "the step compiled by XLA"),
             "no jit": Alternative({"jit": False}, "operation by operation"),
-            "jit, 1 thread": Alternative({"jit": True}, XLA_ONE_THREAD_WHY, env=XLA_ONE_THREAD),
+            "jit, 1 thread": XLA_ONE_THREAD.alternative({"jit": True}),
             "jit, donated buffers": Alternative({"jit": True, "donate": True},
                                                 "the parameters and momenta updated in place, no copy"),
         },
@@ -189,14 +197,14 @@ TASKS = {
             "hybridized": Alternative({"hybridize": True},
                                       "a static graph, allocated and shaped once (static_alloc, static_shape)"),
             "imperative": Alternative({"hybridize": False}, "operator by operator"),
-            "hybridized, 1 thread": Alternative({"hybridize": True}, ONE_THREAD_WHY, env=ONE_THREAD),
-            "hybridized, NaiveEngine": Alternative({"hybridize": True}, MX_NAIVE_WHY, env=MX_NAIVE),
-            "hybridized, oneDNN fusion": Alternative({"hybridize": True}, MX_SUBGRAPH_WHY, env=MX_SUBGRAPH),
+            "hybridized, 1 thread": ONE_THREAD.alternative({"hybridize": True}),
+            "hybridized, NaiveEngine": MX_NAIVE.alternative({"hybridize": True}),
+            "hybridized, oneDNN fusion": MX_SUBGRAPH.alternative({"hybridize": True}),
         },
         "chainer": {
             "numpy (only path)": Alternative({}, "Chainer's one CPU path (numpy)"),
-            "numpy, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
-            "numpy, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
+            "numpy, 1 thread": ONE_THREAD.alternative(),
+            "numpy, no type checks": CHAINER_NO_CHECK.alternative(),
             "iDeep (oneDNN)": Alternative(why="oneDNN's convolutions", dropped=CHAINER_IDEEP_WHY),
         },
     }, limits={"jax": JAX_LIMIT, "mxnet": MX_LIMIT, "chainer": CHAINER_LIMIT}),
@@ -214,7 +222,7 @@ TASKS = {
                 {"fused": True, "batch_first": True, "readout": "packed"}, "the kernel skips the padding"),
             "GRUCell loop, time-major": Alternative(
                 {"fused": False, "batch_first": False, "readout": "gather"}, "a Python loop over the cell"),
-            "nn.GRU time-major, gather, fused Adam, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "nn.GRU time-major, gather, fused Adam, 1 thread": ONE_THREAD.alternative(),
             "step 150 readout": Alternative(
                 why="no gather", dropped="other computation: reads the state after the padding"),
         },
@@ -227,8 +235,8 @@ TASKS = {
                                                           "every step's state, the last valid one gathered"),
             "GRU sequences, gather, XLA on": Alternative({"readout": "gather", "jit_compile": True},
                                                          "the gathering step compiled by XLA"),
-            "GRU with mask, 1 inter-op thread": Alternative({}, TF_ONE_INTEROP_WHY, env=TF_ONE_INTEROP),
-            "GRU with mask, without oneDNN": Alternative({}, TF_NO_ONEDNN_WHY, env=TF_NO_ONEDNN),
+            "GRU with mask, 1 inter-op thread": TF_ONE_INTEROP.alternative(),
+            "GRU with mask, without oneDNN": TF_NO_ONEDNN.alternative(),
         },
         "jax": {
             "nnx.RNN seq_lengths, jit": Alternative(
@@ -239,7 +247,7 @@ TASKS = {
                 {"readout": "gather", "time_major": True, "jit": True}, "the scan over the leading axis"),
             "nnx.RNN seq_lengths, no jit": Alternative(
                 {"readout": "seq_lengths", "time_major": False, "jit": False}, "operation by operation"),
-            "nnx.RNN seq_lengths, jit, 1 thread": Alternative({}, XLA_ONE_THREAD_WHY, env=XLA_ONE_THREAD),
+            "nnx.RNN seq_lengths, jit, 1 thread": XLA_ONE_THREAD.alternative(),
             "nnx.RNN seq_lengths, jit, donated buffers": Alternative(
                 {"readout": "seq_lengths", "time_major": False, "jit": True, "donate": True},
                 "the parameters and Adam's moments updated in place, no copy"),
@@ -258,14 +266,14 @@ TASKS = {
                                                      "operator by operator"),
             "GRUCell unroll TNC, static shapes": Alternative({"fused": False, "layout": "TNC", "hybridize": True},
                                                              "the cell unrolled into the graph"),
-            "fused GRU TNC, static shapes, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
-            "fused GRU TNC, static shapes, NaiveEngine": Alternative({}, MX_NAIVE_WHY, env=MX_NAIVE),
-            "fused GRU TNC, static shapes, oneDNN fusion": Alternative({}, MX_SUBGRAPH_WHY, env=MX_SUBGRAPH),
+            "fused GRU TNC, static shapes, 1 thread": ONE_THREAD.alternative(),
+            "fused GRU TNC, static shapes, NaiveEngine": MX_NAIVE.alternative(),
+            "fused GRU TNC, static shapes, oneDNN fusion": MX_SUBGRAPH.alternative(),
         },
         "chainer": {
             "NStepGRU on a list of reviews (only path)": Alternative({}, "Chainer's one path to this GRU"),
-            "NStepGRU, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
-            "NStepGRU, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
+            "NStepGRU, 1 thread": ONE_THREAD.alternative(),
+            "NStepGRU, no type checks": CHAINER_NO_CHECK.alternative(),
         },
     }, limits={"tensorflow": TF_IMDB_LIMIT, "jax": JAX_LIMIT, "mxnet": MX_LIMIT,
                 "chainer": CHAINER_LIMIT}),
@@ -279,7 +287,7 @@ TASKS = {
                                        "oneDNN's layout, no compiler"),
             "NHWC, torch.compile, frozen": Alternative({"channels_last": True, "compile": True, "freeze": True},
                                                        "weights folded in as constants (Inductor's freezing)"),
-            "NHWC, torch.compile, 1 thread": Alternative({}, ONE_THREAD_WHY, env=ONE_THREAD),
+            "NHWC, torch.compile, 1 thread": ONE_THREAD.alternative(),
             "NHWC, torch.compile, half batch": Alternative({}, HALF_BATCH_WHY, batch_factor=0.5),
             "NHWC, torch.compile, double batch": Alternative({}, DOUBLE_BATCH_WHY, batch_factor=2.0),
         },
@@ -290,15 +298,15 @@ TASKS = {
                                         "compiled by XLA"),
             "NCHW, XLA off": Alternative({"jit_compile": False, "data_format": "channels_first"},
                                          "the channels-first layout"),
-            "NHWC, XLA off, 1 inter-op thread": Alternative({}, TF_ONE_INTEROP_WHY, env=TF_ONE_INTEROP),
-            "NHWC, XLA off, without oneDNN": Alternative({}, TF_NO_ONEDNN_WHY, env=TF_NO_ONEDNN),
+            "NHWC, XLA off, 1 inter-op thread": TF_ONE_INTEROP.alternative(),
+            "NHWC, XLA off, without oneDNN": TF_NO_ONEDNN.alternative(),
             "NHWC, XLA off, half batch": Alternative({}, HALF_BATCH_WHY, batch_factor=0.5),
             "NHWC, XLA off, double batch": Alternative({}, DOUBLE_BATCH_WHY, batch_factor=2.0),
         },
         "jax": {
             "jit": Alternative({"jit": True}, "compiled by XLA"),
             "no jit": Alternative({"jit": False}, "operation by operation"),
-            "jit, 1 thread": Alternative({}, XLA_ONE_THREAD_WHY, env=XLA_ONE_THREAD),
+            "jit, 1 thread": XLA_ONE_THREAD.alternative(),
             "jit, half batch": Alternative({}, HALF_BATCH_WHY, batch_factor=0.5),
             "jit, double batch": Alternative({}, DOUBLE_BATCH_WHY, batch_factor=2.0),
         },
@@ -307,13 +315,13 @@ TASKS = {
                                                      "oneDNN's fused convolutions, static graph"),
             "hybridized": Alternative({"hybridize": True, "fuse": False}, "a static graph"),
             "imperative": Alternative({"hybridize": False, "fuse": False}, "operator by operator"),
-            "hybridized, oneDNN fusion, NaiveEngine": Alternative({}, MX_NAIVE_WHY, env=MX_NAIVE),
+            "hybridized, oneDNN fusion, NaiveEngine": MX_NAIVE.alternative(),
             "hybridized, oneDNN fusion, half batch": Alternative({}, HALF_BATCH_WHY, batch_factor=0.5),
             "hybridized, oneDNN fusion, double batch": Alternative({}, DOUBLE_BATCH_WHY, batch_factor=2.0),
         },
         "chainer": {
             "numpy (only path)": Alternative({}, "Chainer's one CPU path (numpy)"),
-            "numpy, no type checks": Alternative({}, CHAINER_NO_CHECK_WHY, env=CHAINER_NO_CHECK),
+            "numpy, no type checks": CHAINER_NO_CHECK.alternative(),
             "iDeep (oneDNN)": Alternative(why="oneDNN's convolutions", dropped=CHAINER_IDEEP_WHY),
         },
     }, stop_before="Evaluation", limits={"jax": JAX_LIMIT, "mxnet": MX_LIMIT, "chainer": CHAINER_LIMIT},  # no training: the first calls are in Evaluation
