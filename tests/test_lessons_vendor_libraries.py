@@ -254,7 +254,7 @@ def test_time_settings_takes_turns_and_reports_a_failing_step(comparison, tmp_pa
 
 def test_a_script_that_stops_is_an_error_that_shows_its_output(comparison):
     with pytest.raises(RuntimeError, match="the script stopped:(.|\n)*ZeroDivisionError"):
-        comparison["StepProcess"]("1 / 0\n", {})
+        comparison["StepProcess"]("1 / 0\n", {}).ready
 
 
 def test_the_fused_verdict_tells_the_cases_apart(comparison):
