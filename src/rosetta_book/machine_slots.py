@@ -8,15 +8,10 @@ alone, holding every slot, so that nothing beside it slows what it times;
 :func:`rosetta_utils.run_profile.is_test_build`) reads no timing, so there every
 part shares the machine, and its pages say so.
 
-Waiting parts that share the machine are served before any that runs alone,
-each group in priority order, the longest first (so that the build does not
-end on one long part running by itself). Parts that run alone thus come after
-the shared ones: the machine empties for them once, instead of once before
-each of them while a core stands idle (a fresh-clone ``make book`` took 26
-minutes to execute parts whose own times, the shared ones two at a time, add
-up to 22). A part that runs alone, once at the head of the
-queue, waits for the machine to be free, and a shared part asking meanwhile
-goes before it.
+Waiting parts are served in priority order, the longest first (so that the
+build does not end on one long part running by itself); a part that runs
+alone is never overtaken: it holds back those behind it until the machine is
+free.
 """
 
 from __future__ import annotations
@@ -68,19 +63,18 @@ class Slots:
             raise SlotsError(f"a build needs at least one slot, not {count}")
         self.count = count
         self._free = count
-        self._waiting: list[tuple[bool, float, int]] = []
+        self._waiting: list[tuple[float, int]] = []
         self._order = itertools.count()
         self._changed = threading.Condition()
 
     @contextlib.contextmanager
     def hold(self, alone: bool = False, priority: float = 0.0,
              abandon: threading.Event | None = None) -> Iterator[None]:
-        """Wait for a slot (every slot when ``alone``), served shared parts first, then by
-        ``priority`` (higher first; equal ones in the order they asked), and hold it for the
-        ``with`` block.
+        """Wait for a slot (every slot when ``alone``), served by ``priority`` (higher
+        first; equal ones in the order they asked), and hold it for the ``with`` block.
         ``abandon``, once set, ends the wait with :class:`Abandoned`."""
         needed = self.count if alone else 1
-        ticket = (alone, -priority, next(self._order))
+        ticket = (-priority, next(self._order))
         with self._changed:
             heapq.heappush(self._waiting, ticket)
             try:
