@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,18 +92,8 @@ def _read_names(node: ast.AST) -> set[str]:
             found |= set(child.names)
         elif isinstance(child, ast.Constant) and isinstance(child.value, str) and "\n" in child.value:
             # a worker's script written from a cell reads names by being formatted
-            found |= {word for word in _words(child.value)}
+            found |= set(re.findall(r"\w+", child.value))
     return found
-
-
-def _words(text: str) -> Iterable[str]:
-    word = []
-    for character in text + " ":
-        if character.isalnum() or character == "_":
-            word.append(character)
-        elif word:
-            yield "".join(word)
-            word = []
 
 
 def _definition_bodies(statement: ast.stmt) -> Iterable[ast.AST]:
