@@ -2,11 +2,14 @@
 
 ``python -m rosetta_book.downloads_check`` (``make downloads-check``) takes each
 framework's downloads (:mod:`rosetta_book.downloads`) and, for each distinct
-install line, makes a new virtual environment of that framework's Python into
-which ``pip install`` runs the download's whole line, the served wheel of the
-reader's library included (with ``--no-compile``: Python compiles what a download imports when
-it imports it, and byte-compiling all of PyTorch costs more than running the
-download). Never the build's environments. Then it runs the download's script
+install line, makes a new virtual environment of that framework's Python (with
+its own pip, as a reader's) into which the download's whole line is installed,
+the served wheel of the reader's library included. Never the build's
+environments. The line is installed by uv's ``uv pip install``, which takes the
+same arguments and resolves them to the same releases as pip, from a cache it
+links into the environment instead of unpacking each wheel again (PyTorch's
+line: seconds against about a minute), and which, like pip's ``--no-compile``,
+leaves byte-compiling to Python when a download imports a module. Then it runs the download's script
 alone, offline (``ROSETTA_OFFLINE=1``: the data sets' labelled stand-ins), in
 the smoke profile, in an empty folder, and reports each download as run or
 stopped, with the last lines of what stopped it. It exits with 1 when any
@@ -25,12 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from uv import find_uv_bin
 
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import REGISTRY, parse_framework_list
@@ -106,7 +112,7 @@ class Environments:
         python = self.pythons[entry.environment]
         if _run([python, "-m", "venv", str(venv)], self.work, log) != 0:
             raise RuntimeError(f"{framework}: could not make a virtual environment with {python}: {_tail(log)}")
-        pip = f"{venv / 'bin' / 'python'} -m pip install --quiet --no-compile"
+        pip = f"{shlex.quote(find_uv_bin())} pip install --quiet --python {shlex.quote(str(venv / 'bin' / 'python'))}"
         if entry.environment == "legacy":
             _run(["bash", "-c", f"{pip} 'setuptools<81' wheel"], self.work, log)
         if _run(["bash", "-c", f"{pip} {line.split(' ', 2)[2]}"], self.wheel_folder, log) != 0:
