@@ -108,3 +108,82 @@ def test_only_the_test_build_lets_a_timed_page_share_the_machine(monkeypatch):
     monkeypatch.setenv("ROSETTA_TEST_BUILD", "yes")
     with pytest.raises(UnknownProfileError, match="ROSETTA_TEST_BUILD='yes' is not valid"):
         is_test_build()
+
+
+def test_a_kernel_takes_a_slot_per_cell_and_every_slot_for_a_timed_one():
+    """Two kernels share two slots cell by cell; the second's timed cell waits until the
+    first's running cell is done, holds the machine through its next timed cell, and gives
+    it back before an untimed one."""
+    slots = Slots(2)
+    events, lock = [], threading.Lock()
+    go = {name: threading.Event() for name in ("a0", "a1", "b0", "b1", "b2", "b3")}
+
+    def kernel(name, timed):
+        with slots.kernel(timed) as turns:
+            for index in range(len(timed)):
+                turns.before(index)
+                with lock:
+                    events.append(f"{name}{index}")
+                go.get(f"{name}{index}", threading.Event()).wait(10)
+                turns.after()
+
+    def until(expected):  # a thread's next step, however loaded the machine
+        deadline = time.monotonic() + 10
+        while events != expected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return events
+
+    a = threading.Thread(target=kernel, args=("a", [False, False]), daemon=True)
+    b = threading.Thread(target=kernel, args=("b", [False, True, True, False]), daemon=True)
+    a.start()
+    assert until(["a0"]) == ["a0"]
+    b.start()
+    assert until(["a0", "b0"]) == ["a0", "b0"], "untimed cells share the machine"
+    go["b0"].set()
+    time.sleep(0.3)
+    assert events == ["a0", "b0"], "b's timed cell waits for a's running cell"
+    go["a0"].set()
+    assert until(["a0", "b0", "b1"]) == ["a0", "b0", "b1"]
+    time.sleep(0.3)
+    assert events == ["a0", "b0", "b1"], "and a's next cell waits for it"
+    go["b1"].set()
+    assert until(["a0", "b0", "b1", "b2"]) == ["a0", "b0", "b1", "b2"]
+    time.sleep(0.3)
+    assert events == ["a0", "b0", "b1", "b2"], "b keeps the machine from one timed cell to the next"
+    go["b2"].set()
+    deadline = time.monotonic() + 10
+    while len(events) < 6 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sorted(events[4:]) == ["a1", "b3"]
+    go["a1"].set()
+    go["b3"].set()
+    for thread in (a, b):
+        thread.join(5)
+    with slots.hold(alone=True):  # every slot came back
+        pass
+
+
+def test_kernels_beyond_the_seats_wait_for_one_to_end():
+    slots = Slots(1)
+    assert slots.kernels == 2
+    started, lock, release = [], threading.Lock(), threading.Event()
+
+    def kernel(name):
+        with slots.kernel([]):
+            with lock:
+                started.append(name)
+            release.wait(10)
+
+    threads = [threading.Thread(target=kernel, args=(name,), daemon=True) for name in "abc"]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.05)
+    deadline = time.monotonic() + 10
+    while len(started) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    assert started == ["a", "b"]
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert started == ["a", "b", "c"]

@@ -20,6 +20,7 @@ import pytest
 from rosetta_book.downloads import download_notebook_with_origins, download_script
 from rosetta_book.name_check import undefined_names
 from rosetta_book.page import COMPARISON, SHARED, Page, cell_role
+from rosetta_book.timed_cells import reads_a_clock
 from rosetta_utils import FRAMEWORKS
 
 ROOT = Path(__file__).parents[1]
@@ -164,25 +165,11 @@ def test_a_chapters_records_use_its_results_task(path):
     assert recorded <= {page.results_task}, f"{path.name} records {recorded}, declares {page.results_task}"
 
 
-#: A clock read in a page's code: a page that reads one times something.
-CLOCK = re.compile(r"perf_counter|process_time|\btimeit\b|rosetta_utils\.timing|\btime\.time\(|\bmonotonic\(")
-
-
-def reads_a_clock(source: str) -> list[str]:
-    return CLOCK.findall(source)
-
-
-def test_the_clock_scan_finds_each_way_of_timing():
-    for code in ["import time\nstart = time.perf_counter()", "import timeit", "t = time.time()",
-                 "from rosetta_utils.timing import interleave", "time.monotonic()"]:
-        assert reads_a_clock(code), code
-    assert not reads_a_clock("def interleave(array):\n    return array  # gates, not a timing")
-
-
 @pytest.mark.parametrize("path", [path for path in PAGES if Page.read(path).untimed], ids=page_id)
 def test_a_page_that_declares_it_times_nothing_reads_no_clock(path):
-    """Its parts run side by side in the build (rosetta_book.page_execution.parts_at_once),
-    which would disturb a timing; borrowed code counts too."""
+    """Its parts run side by side in the build (rosetta_book.machine_slots), which would
+    disturb a timing; borrowed code counts too. (The kernels' clock watch stops the build
+    for a clock this scan cannot see: tests/test_page_execution.py.)"""
     page = Page.read(path)
     for framework in page.frameworks:
         source = "\n".join(code for _, code in page.code_cells(page.framework_part(framework)))

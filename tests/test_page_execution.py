@@ -127,17 +127,24 @@ def test_the_cache_fingerprint_follows_what_a_part_runs_and_only_that(tmp_path, 
     assert edit("environments/legacy.txt")
 
 
+def meeting(folder: Path, me: str, other: str, patience: float, timed: bool) -> str:
+    """A cell that leaves a file ``me`` in ``folder`` and waits up to ``patience`` seconds for
+    the file ``other``; ``met`` says whether it came. A ``timed`` cell reads a clock."""
+    clock = "started = time.perf_counter()\n" if timed else ""
+    return (f"import pathlib, time\nfolder = pathlib.Path({str(folder)!r})\n{clock}"
+            f"(folder / {me!r}).touch()\nwaited = 0.0\n"
+            f"while not (folder / {other!r}).exists() and waited < {patience}:\n"
+            "    time.sleep(0.1)\n    waited += 0.1\n"
+            f"met = (folder / {other!r}).exists()")
+
+
 def meeting_page(folder: Path, untimed: bool, side_by_side: bool) -> str:
     """Two parts that each leave a file in ``folder`` and wait up to a minute (3 s when they
-    are expected one after the other) for the other's: ``value`` says whether each saw the
-    other while it ran. The page declares ``untimed`` as given."""
+    are expected one after the other) for the other's, in a cell that reads a clock unless the
+    page is ``untimed``: ``value`` says whether each saw the other while it ran."""
     def part(me: str, other: str) -> str:
-        return (f"import pathlib, time\nfolder = pathlib.Path({str(folder)!r})\n"
-                f"(folder / {me!r}).touch()\nwaited = 0.0\n"
-                f"while not (folder / {other!r}).exists() and waited < {60 if side_by_side else 3}:\n"
-                "    time.sleep(0.1)\n    waited += 0.1\n"
-                f"value = (folder / {other!r}).exists()\n"
-                "import os\nprint(os.environ.get('OMP_WAIT_POLICY'))")
+        return (meeting(folder, me, other, 60 if side_by_side else 3, timed=not untimed) +
+                "\nvalue = met\nimport os\nprint(os.environ.get('OMP_WAIT_POLICY'))")
     return myst_page("Side by side", code_cell(part("pytorch", "jax"), "pytorch"), code_cell(part("jax", "pytorch"), "jax"),
                      code_cell("from rosetta_proof.tab_results import load_tab_results\n"
                                "print({fw: bool(run.value) for fw, run in load_tab_results().items()})",
@@ -148,9 +155,9 @@ def meeting_page(folder: Path, untimed: bool, side_by_side: bool) -> str:
 @pytest.mark.parametrize("untimed, test_build", [(True, False), (False, False), (False, True)])
 def test_parts_run_side_by_side_unless_the_page_times_anything_outside_the_test_build(
         write_page, tmp_path, monkeypatch, untimed, test_build):
-    """A timed page's parts run alone, one after the other (a part beside another would slow
-    its timings), except in the test build, which reads no timing. Side by side, each part
-    sees the other's file; one after the other, the first to run cannot."""
+    """A timed page's cells that time something run alone, one after the other (a part beside
+    another would slow its timings), except in the test build, which reads no timing. Side by
+    side, each part sees the other's file; one after the other, the first to run cannot."""
     from rosetta_book.machine_slots import runs_alone
 
     monkeypatch.setenv("ROSETTA_TEST_BUILD", "1" if test_build else "0")
@@ -173,6 +180,43 @@ def test_parts_run_side_by_side_unless_the_page_times_anything_outside_the_test_
     again = execute_page(page, ["pytorch", "jax"], cache, log=lambda line: None)
     assert [part.cached for part in again.parts] == [True, True, False], "both parts were cached"
     assert outputs_of(again.notebook)[-1] == shown
+
+
+def test_on_a_timed_page_only_the_cells_that_time_run_alone(write_page, tmp_path, monkeypatch):
+    """Each part first meets the other in a cell that times nothing (they share the
+    machine), then waits for it in a cell that reads a clock (which runs alone: the other
+    part's timed cell cannot be running then)."""
+    monkeypatch.setenv("ROSETTA_TEST_BUILD", "0")
+    monkeypatch.setenv("ROSETTA_BUILD_SLOTS", "2")
+    folder = tmp_path / "meeting"
+    folder.mkdir()
+
+    def part(me: str, other: str) -> list[str]:
+        return [code_cell(meeting(folder, f"{me}-shared", f"{other}-shared", 60, timed=False) + "\nshared = met", me),
+                code_cell(meeting(folder, f"{me}-timed", f"{other}-timed", 3, timed=True) + "\nvalue = met", me)]
+
+    page = Page.read(write_page("windows.md", myst_page(
+        "Windows", *part("pytorch", "jax"), *part("jax", "pytorch"),
+        code_cell("from rosetta_proof.tab_results import load_tab_results\n"
+                  "print(sorted(bool(run.value) for run in load_tab_results().values()))", "comparison"),
+        front_matter_extra=FRONT)))
+    executed = execute_page(page, ["pytorch", "jax"], log=lambda line: None)
+    assert [part.alone_cells for part in executed.parts[:2]] == [1, 1]
+    assert outputs_of(executed.notebook)[-1] == "[False, True]\n", "the first timed cell ran alone"
+
+
+@pytest.mark.parametrize("untimed", [False, True])
+def test_a_clock_the_scan_cannot_see_stops_the_part_naming_its_cell(write_page, untimed):
+    """The kernel's watch: a clock read through getattr (which the scan of the code cannot
+    see) stops a timed page's part; on an untimed page, so does any clock read."""
+    code = ("import time\nvalue = getattr(time, 'perf_' + 'counter')()" if not untimed
+            else "import time\nvalue = time.perf_counter()")
+    text = myst_page("Clocks", code_cell("value = 1", "pytorch"), code_cell(code, "jax"),
+                     front_matter_extra=FRONT + ("untimed: true\n" if untimed else ""))
+    expected = "where none may be read" if untimed else "the scan of its code .* found none"
+    with pytest.raises(PageExecutionError, match=rf"clocks.md:\d+: a cell of the JAX \(Flax\) part read a clock "
+                                                 rf"\(time.perf_counter in the cell's code, line 2\).*{expected}"):
+        execute_page(Page.read(write_page("clocks.md", text)), ["pytorch", "jax"], log=lambda line: None)
 
 
 def test_a_failing_part_of_an_untimed_page_stops_it_naming_the_part(write_page):

@@ -9,6 +9,9 @@ is never imported by a page:
 - :mod:`.environments`: which Python environment runs which framework;
 - :mod:`.page_execution`: every part in a kernel of its own environment, then
   the comparisons, each part cached with jupyter-cache;
+- :mod:`.machine_slots`, :mod:`.timed_cells`, :mod:`.clock_watch`: how parts share the
+  machine cell by cell, which cells time something and run alone, and the check
+  that no other cell read a clock;
 - :mod:`.build_cache`: a page's merged outputs, reused while its code is unchanged;
 - :mod:`.build_report`: what the site says of its build (build line, table);
 - :mod:`.chapter`: the loader tests and benchmarks run a page's code through;

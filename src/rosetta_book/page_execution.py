@@ -20,6 +20,7 @@ runs a page this way outside Sphinx and prints each cell's outputs.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import copy
 import hashlib
@@ -38,9 +39,11 @@ from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
 from .decisive_calls import write_decisive_calls
 from .downloads import download_notebook_with_origins
 from .environments import require_python
-from .machine_slots import Abandoned, Slots, runs_alone, slot_count
+from .clock_watch import WATCH_VARIABLE, ClockOutsideItsWindow, check_clock_reads, read_clock_log, watch_argument
+from .machine_slots import Abandoned, Slots, Turns, runs_alone, slot_count
 from .one_framework import environment
 from .page import Page
+from .timed_cells import timed_cells
 from rosetta_proof.tab_results import RESULTS_FOLDER_VARIABLE, read_tab_results, results_file
 from rosetta_utils.run_profile import cuda_gpu_visible, current_profile, executed_frameworks, is_test_build
 
@@ -73,6 +76,7 @@ class PartRun:
     cached: bool = False
     environment: dict[str, Any] = field(default_factory=dict)  # where a framework part ran
     verdicts: int | None = None  # comparisons: how many verdicts the page's gates checked
+    alone_cells: int = 0  # how many of its cells ran alone (they time something)
 
 
 @dataclass
@@ -149,16 +153,35 @@ def _kernel_manager(python: str | None, sockets: Path) -> Any:
 
 
 def run_notebook(notebook: Any, cwd: Path, env: dict[str, str], timeout: int,
-                 native_log: Path | None = None, python: str | None = None) -> float:
+                 native_log: Path | None = None, python: str | None = None,
+                 turns: Turns | None = None, clock_log: Path | None = None) -> float:
     """Execute ``notebook`` in place in a fresh kernel of ``python`` (default: this
     process's interpreter); returns the seconds it took.
 
     What native code writes to the process's own stdout and stderr (TensorFlow's
     C++ start-up lines, oneDNN's verbose mode) goes to ``native_log`` (or to this
     process's streams), not into the cells' outputs: a page shows what its
-    Python code prints.
+    Python code prints. With ``turns`` (:meth:`rosetta_book.machine_slots.Slots.kernel`),
+    the kernel's start and each cell wait for their turn at the machine. With
+    ``clock_log``, the kernel notes there which cells read a clock
+    (:func:`rosetta_book.clock_watch.watch`).
     """
     from nbclient import NotebookClient
+
+    class TakingTurns(NotebookClient):
+        async def async_start_new_kernel(self, **kwargs: Any) -> None:
+            if turns is not None:
+                await asyncio.to_thread(turns.before, None)
+            await super().async_start_new_kernel(**kwargs)
+
+        async def async_execute_cell(self, cell: Any, cell_index: int, *args: Any, **kwargs: Any) -> Any:
+            if turns is None or cell.cell_type != "code":
+                return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+            await asyncio.to_thread(turns.before, cell_index)
+            try:
+                return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+            finally:
+                turns.after()
 
     with contextlib.ExitStack() as stack:
         sockets = stack.enter_context(tempfile.TemporaryDirectory(prefix="rosetta-kernel-"))
@@ -168,13 +191,16 @@ def run_notebook(notebook: Any, cwd: Path, env: dict[str, str], timeout: int,
             handle = stack.enter_context(open(native_log, "wb"))
             streams = {"stdout": handle, "stderr": handle}
         manager = _kernel_manager(python, Path(sockets))
-        client = NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=False, record_timing=False,
-                                extra_arguments=["--IPKernelApp.capture_fd_output=False"],
-                                resources={"metadata": {"path": str(cwd)}})
+        client = TakingTurns(notebook, km=manager, timeout=timeout, allow_errors=False, record_timing=False,
+                             extra_arguments=["--IPKernelApp.capture_fd_output=False",
+                                              *([watch_argument()] if clock_log else [])],
+                             resources={"metadata": {"path": str(cwd)}})
         start = time.perf_counter()
         try:
-            client.execute(env=env, **streams)
+            client.execute(env={**env, WATCH_VARIABLE: str(clock_log)} if clock_log else env, **streams)
         finally:
+            if turns is not None:
+                turns.done()
             if manager.has_kernel:
                 manager.shutdown_kernel(now=True)
         return time.perf_counter() - start
@@ -336,20 +362,17 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
     with tempfile.TemporaryDirectory(prefix=f"rosetta-{framework}-") as scratch:
         executed = copy.deepcopy(download)
         executed.cells.append(_save_cell(page, framework, Path(scratch)))
-        alone = Path(scratch) / "download"  # an empty folder: the page is not beside it
-        alone.mkdir()
+        folder = Path(scratch) / "download"  # an empty folder: the page is not beside it
+        folder.mkdir()
         env = kernel_environment(framework)
         if cache is not None and keeps_compiled_programs(page):
             env.update(compilation_caches(cache.path))
         if not runs_alone(page.untimed):
             env.setdefault(*SHARING_THREADS)
-        with slots.hold(alone=runs_alone(page.untimed), priority=expected_seconds(page, framework, cache),
-                        abandon=abandon):
-            try:
-                seconds = run_notebook(executed, alone, env, timeout,
-                                       _native_log(log_folder, page, framework), require_python(framework))
-            except Exception as error:
-                raise _failure(page, title, executed, origins, error) from None
+        seconds, alone_cells = _run_in_turns(
+            page, title, executed, origins, folder, env, timeout, _native_log(log_folder, page, framework),
+            require_python(framework), slots, expected_seconds(page, framework, cache), abandon,
+            clocks_allowed=not page.untimed)
         executed.cells.pop()
         saved = sorted(Path(scratch).glob(_RESULTS_FILE_GLOB))
         for path in saved:
@@ -363,7 +386,37 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
                     check_validity=False, overwrite=True,
                 )
                 _remember_seconds(cache, f"{page.path.name}#{framework}", seconds)
-    return PartRun(framework, executed, origins, seconds)
+    return PartRun(framework, executed, origins, seconds, alone_cells=alone_cells)
+
+
+def _run_in_turns(page: Page, title: str, notebook: Any, origins: list[int | None], cwd: Path,
+                  env: dict[str, str], timeout: int, native_log: Path | None, python: str | None, slots: Slots,
+                  priority: float, abandon: threading.Event | None, clocks_allowed: bool) -> tuple[float, int]:
+    """Run a part's ``notebook`` in a kernel of its own that takes its turns at the machine's
+    ``slots``: on a timed page outside the test build (:func:`runs_alone`), each cell that
+    times something (:func:`rosetta_book.timed_cells.timed_cells`) runs alone. The kernel
+    watches its clocks, and a cell that read one the scan did not find (or any, where
+    clocks are not ``clocks_allowed``) stops the part. Returns the seconds it took and how
+    many cells ran alone."""
+    timed = timed_cells([cell.source if cell.cell_type == "code" else "" for cell in notebook.cells])
+    alone = [bool(reasons) and runs_alone(page.untimed) for reasons in timed]
+
+    def named(index: int) -> str:
+        origin = origins[index] if index < len(origins) else None
+        return page.where(origin) if origin is not None else f"{page.path} (cell {index + 1} of the {title})"
+
+    with tempfile.TemporaryDirectory(prefix="rosetta-clocks-") as watched:
+        clock_log = Path(watched) / "clocks.jsonl"
+        with slots.kernel(alone, priority, abandon) as turns:
+            try:
+                seconds = run_notebook(notebook, cwd, env, timeout, native_log, python, turns, clock_log)
+            except Exception as error:
+                raise _failure(page, title, notebook, origins, error) from None
+        try:
+            check_clock_reads(notebook, read_clock_log(clock_log), timed, clocks_allowed, named, title)
+        except ClockOutsideItsWindow as error:
+            raise PageExecutionError(str(error)) from None
+    return seconds, turns.alone_cells
 
 
 def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIMEOUT,
@@ -384,12 +437,10 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
         "from rosetta_proof.equivalence import gated_count as _rosetta_gated\n"
         f"open({str(counted)!r}, 'w').write(str(_rosetta_gated()))\n"
         "del _rosetta_gated"))
-    with (slots or Slots(1)).hold(priority=expected_seconds(page, "comparisons", cache)):
-        try:
-            seconds = run_notebook(notebook, page.path.parent, kernel_environment("none", results_folder),
-                                   timeout, _native_log(log_folder, page, "comparisons"))
-        except Exception as error:
-            raise _failure(page, "comparison", notebook, origins, error) from None
+    seconds, _ = _run_in_turns(page, "comparison", notebook, origins, page.path.parent,
+                               kernel_environment("none", results_folder), timeout,
+                               _native_log(log_folder, page, "comparisons"), None, slots or Slots(1),
+                               expected_seconds(page, "comparisons", cache), None, clocks_allowed=False)
     notebook.cells.pop()
     if cache is not None:
         with CACHE_LOCK:
@@ -447,8 +498,9 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
                 failed.set()
                 raise
             part.environment = dict(read_tab_results(results_file(folder, framework))["environment"])
+            alone = f", {part.alone_cells} cells alone" if part.alone_cells else ""
             log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
-                f"({part.seconds:.1f} s)")
+                f"({part.seconds:.1f} s{alone})")
             return part
 
         executed.parts.extend(run_parts(run, frameworks, len(frameworks)))  # each waits for its slot
