@@ -4,7 +4,9 @@ Each framework's part of the page runs on its own, in its own process, as in
 the book build (smoke profile, offline), with weights in the published file's
 exact layout (Keras's ResNet-50 file: its layer names, weight names and
 shapes, random values) that a server on 127.0.0.1 served and the page's own
-loader fetched, verified and converted into a fresh data cache; the page's
+loader fetched, verified and converted into a fresh data cache (under ``make
+test``, the test build ran the page on that file, and its parts are taken
+from the build: :mod:`served_resnet50`); the page's
 comparison cells then build the variant, inference-check, equivalence,
 pretrained, timing and transfer tables from what the parts left. The same
 comparisons run again offline with an empty cache, where the weights are the
@@ -13,7 +15,6 @@ cases (extraction in training mode, extraction that records a graph),
 through the part's own functions loaded in this process, and must fail them.
 """
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -22,7 +23,6 @@ import pytest
 
 from conftest import (summary_shown, TEST_ENVIRONMENT, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
                       assert_true_float32_equivalence, in_a_process_of_its_own, smoke_offline)
-from local_http_server import LocalHTTPServer
 from rosetta_book.bench.tasks import TASKS, page_configuration
 from rosetta_book.chapter import BUILD_CACHE_VARIABLE, load_chapter, load_comparisons, run_framework_parts
 from rosetta_proof.equivalence import VerdictFailed
@@ -30,17 +30,14 @@ from rosetta_proof.records import load_results
 from rosetta_proof.tab_results import TabRun, load_tab_results, save_tab_results
 from rosetta_utils.data.standins import STAND_IN_MARK
 from rosetta_utils.image_crops import center_crops
-from rosetta_utils.keras_h5 import write_keras_weights
-from rosetta_utils.pretrained import KERAS_RESNET50_FILE, MIRROR_VARIABLE, keras_from_canonical, resnet50_imagenet_weights
-from rosetta_utils.resnet50_layout import keras_layer_pairs
-from rosetta_utils.transplant import random_resnet50_weights
+from rosetta_utils.pretrained import MIRROR_VARIABLE
+from served_resnet50 import BUILD_SERVED_VARIABLE, served_resnet50
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "resnet50_features.md"
 TORCHVISION_PARAMETERS = 23_508_032  # ResNet-50 without its classifier
 CONV_BIASES = {"pytorch": 0, "tensorflow": 26_560, "jax": 0, "mxnet": 18_880, "chainer": 64}
 PAGE_CONFIGURATIONS = {"pytorch": "NHWC, torch.compile", "tensorflow": "NHWC, XLA off", "jax": "jit",
                        "mxnet": "hybridized, oneDNN fusion", "chainer": "numpy (only path)"}  # on a CPU
-SERVED_SEED = 22
 #: Where this module's parts left their results, for the pytest processes it starts
 #: (in_a_process_of_its_own), which take them instead of running all five again.
 PARTS_VARIABLE = "ROSETTA_TEST_RESNET50_PARTS"
@@ -52,40 +49,31 @@ if "pytorch" not in AVAILABLE:
 @pytest.fixture(scope="module")
 def served_weights(tmp_path_factory):
     """A file in the published layout (seeded random values, non-zero convolution biases),
-    served on 127.0.0.1 and fetched by the page's loader into a fresh cache. None in the
-    legacy run: its tests check MXNet's and Chainer's parts in this process against the
-    book build's parts (the offline stand-in, taken from the build's cache), since the
-    current run has already run all five parts on the served file."""
+    served on 127.0.0.1 and fetched by the page's loader into a fresh cache
+    (:mod:`served_resnet50`). Under ``make test``, the one its test build ran the page on
+    (``builds``: the parts are that build's); else one of this module's own, whose parts it
+    runs itself. None in a legacy run without the build's: its tests then check MXNet's and
+    Chainer's parts in this process against the book build's parts (whatever weights that
+    build had, taken from its cache)."""
+    prepared = os.environ.get(BUILD_SERVED_VARIABLE)
+    if prepared:
+        return dict(served_resnet50(prepared), builds=True)
     if TEST_ENVIRONMENT == "legacy":
         return None
-    folder = tmp_path_factory.mktemp("resnet50-weights")
-    canonical = random_resnet50_weights(SERVED_SEED)
-    rng = np.random.default_rng(SERVED_SEED)
-    biases = {keras: rng.normal(0, 0.1, canonical[f"{torch}.weight"].shape[0]).astype(np.float32)
-              for keras, _, torch, _ in keras_layer_pairs()}
-    payload = write_keras_weights(folder / "served.h5", keras_from_canonical(canonical, biases)).read_bytes()
-    md5 = hashlib.md5(payload).hexdigest()
-    with LocalHTTPServer() as server, pytest.MonkeyPatch.context() as patch:
-        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-            patch.delenv(name, raising=False)
-        patch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        url = server.add(f"/{KERAS_RESNET50_FILE}", payload)
-        fetched = resnet50_imagenet_weights(url=url, md5=md5, data_dir=folder / "cache", offline=False)
-        assert server.requests == [f"/{KERAS_RESNET50_FILE}"]
-    return {"cache": folder / "cache", "mirror": f"{url} md5:{md5}", "md5": md5, "fetched": fetched,
-            "canonical": canonical}
+    return dict(served_resnet50(tmp_path_factory.mktemp("resnet50-weights")), builds=False)
 
 
 def served_environment(patch, served):
     """The build's environment (smoke, offline) with the served file in the data cache, named
-    by the mirror variable; nothing taken from a book build's cache (it ran other weights).
-    Without a served file (None), the build's own environment."""
+    by the mirror variable; the parts are taken from the book build's cache only where that
+    build ran on the same file. Without a served file (None), the build's own environment."""
     smoke_offline(patch)
     if served is None:
         return
     patch.setenv("ROSETTA_DATA_DIR", str(served["cache"]))
     patch.setenv(MIRROR_VARIABLE, served["mirror"])
-    patch.delenv(BUILD_CACHE_VARIABLE, raising=False)
+    if not served["builds"]:
+        patch.delenv(BUILD_CACHE_VARIABLE, raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +85,7 @@ def results_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def results(served_weights, tmp_path_factory):
     """What each framework's part left, each run in its own process as the build runs it,
-    with the served weights."""
+    with the served weights (under ``make test``: the parts its build ran on them)."""
     saved = os.environ.get(PARTS_VARIABLE)
     if saved and Path(saved).is_dir():
         yield {framework: run.as_dict() for framework, run in load_tab_results(saved).items()}
