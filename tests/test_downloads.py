@@ -212,4 +212,11 @@ def test_every_download_of_the_book_has_one_install_line_that_names_its_imports(
     assert all(line.startswith("pip install ") and "rosetta_utils-" in line for line in lines.values())
     assert "matplotlib" in lines["imdb_gru", "jax"] and "images" in lines["resnet50_features", "pytorch"]
     assert lines["moving_models", "chainer"].count("onnx_chainer") == 0
+    # Chainer 7.8.1 is a source distribution whose build imports pkg_resources (gone in
+    # setuptools 81): what it builds with comes first, then the rest without build isolation
+    for (page, framework), line in lines.items():
+        built = line.startswith("pip install 'setuptools<81' wheel && pip install --no-build-isolation "
+                                "'chainer==7.8.1' ")
+        assert built is (framework == "chainer"), (page, line)
+        assert line.count("setuptools") == (framework == "chainer"), (page, line)
     assert "flatbuffers" in lines["saving_and_devices", "jax"]

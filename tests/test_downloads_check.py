@@ -75,8 +75,12 @@ def test_each_install_line_gets_a_fresh_environment_of_its_own(tmp_path):
     other = environments.for_line("pytorch", "pip install --no-index ./other_thing-1.0-py3-none-any.whl")
     assert other != venv and subprocess.run([str(other / "bin" / "python"), "-c", "import tiny_thing"]).returncode != 0
     assert environments.for_line("pytorch", line) == venv
+    both = environments.for_line("chainer", f"{line} && pip install --no-index ./other_thing-1.0-py3-none-any.whl")
+    assert subprocess.run([str(both / "bin" / "python"), "-c", "import tiny_thing, other_thing"]).returncode == 0
+    with pytest.raises(RuntimeError, match="is not a line of pip install commands"):
+        environments.for_line("jax", f"{line} && rm -rf /")
     environments.remove("pytorch")
-    assert not venv.exists() and not other.exists()
+    assert not venv.exists() and not other.exists() and both.exists()
 
 
 def test_one_download_per_framework_runs_in_fresh_environments_from_its_own_line():

@@ -53,13 +53,25 @@ class Requirements:
     packages: tuple[str, ...]
     utils_extras: tuple[str, ...]
     modules: tuple[str, ...]
+    #: What the framework builds with, installed first (its registry entry's ``build_with``).
+    first: tuple[str, ...] = ()
 
     def pip_line(self, wheel: str = UTILS_WHEEL) -> str:
         """The one ``pip install`` line of the download, e.g.
-        ``pip install torch matplotlib './rosetta_utils-0.2.0-py3-none-any.whl[images]'``."""
+        ``pip install torch matplotlib './rosetta_utils-0.2.0-py3-none-any.whl[images]'``;
+        for a framework built from source, two commands: what it builds with first, then the
+        rest without build isolation (``pip install 'setuptools<81' wheel && pip install
+        --no-build-isolation 'chainer==7.8.1' ...``)."""
         extras = f"[{','.join(self.utils_extras)}]" if self.utils_extras else ""
         words = [_quoted(package) for package in self.packages] + [_quoted(f"./{wheel}{extras}")]
-        return "pip install " + " ".join(words)
+        if not self.first:
+            return "pip install " + " ".join(words)
+        first = " ".join(_quoted(package) for package in self.first)
+        return f"pip install {first} && pip install --no-build-isolation " + " ".join(words)
+
+
+def _distribution_name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0].lower()
 
 
 def _quoted(requirement: str) -> str:
@@ -186,6 +198,8 @@ def download_requirements(page: Page, framework: str) -> Requirements:
     packages += [distribution for module, distribution in entry.companions if module in imported]
     packages += [DISTRIBUTIONS.get(module, module) for module in third_party]
     packages += [package for package in page.requires(framework) if package not in packages]
+    first = {_distribution_name(package) for package in entry.build_with}  # installed first, pinned
+    packages = [package for package in packages if _distribution_name(package) not in first]
     utils_modules = _utils_closure({name for name in names if name.split(".")[0] == "rosetta_utils"}, framework)
     needed = {module for name in utils_modules for module in _utils_imports()[name][1]}
     extras = sorted({_utils_extras()[DISTRIBUTIONS.get(module, module).lower()] for module in needed
@@ -194,7 +208,7 @@ def download_requirements(page: Page, framework: str) -> Requirements:
     modules += third_party  # requires names distributions, not always importable modules (mpich)
     if utils_modules or "rosetta_utils" in imported:
         modules.append("rosetta_utils")
-    return Requirements(tuple(packages), tuple(extras), tuple(dict.fromkeys(modules)))
+    return Requirements(tuple(packages), tuple(extras), tuple(dict.fromkeys(modules)), entry.build_with)
 
 
 def _framework_tags(tags: list[str]) -> list[str]:

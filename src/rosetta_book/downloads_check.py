@@ -100,23 +100,22 @@ class Environments:
 
     def for_line(self, framework: str, line: str) -> Path:
         """The environment of one install line: a new virtual environment of the
-        framework's Python, the line installed into it as a reader types it, in the folder
-        that holds the wheel (MXNet's and Chainer's first get setuptools older than 81,
-        whose pkg_resources they import)."""
+        framework's Python, the line installed into it as a reader types it (each of its
+        ``pip install`` commands), in the folder that holds the wheel, and nothing else."""
         if line in self.lines:
             return self.lines[line]
-        entry = REGISTRY[framework]
         venv = self.work / "envs" / f"{framework}-{sum(v.name.startswith(framework + '-') for v in self.lines.values()) + 1}"
         log = self.work / "logs" / f"{venv.name}.log"
         shutil.rmtree(venv, ignore_errors=True)
-        python = self.pythons[entry.environment]
+        python = self.pythons[REGISTRY[framework].environment]
         if _run([python, "-m", "venv", str(venv)], self.work, log) != 0:
             raise RuntimeError(f"{framework}: could not make a virtual environment with {python}: {_tail(log)}")
         pip = f"{shlex.quote(find_uv_bin())} pip install --quiet --python {shlex.quote(str(venv / 'bin' / 'python'))}"
-        if entry.environment == "legacy":
-            _run(["bash", "-c", f"{pip} 'setuptools<81' wheel"], self.work, log)
-        if _run(["bash", "-c", f"{pip} {line.split(' ', 2)[2]}"], self.wheel_folder, log) != 0:
-            raise RuntimeError(f"{framework}: {line} failed: {_tail(log)}")
+        for command in line.split(" && "):  # a framework built from source: two commands
+            if not command.startswith("pip install "):
+                raise RuntimeError(f"{framework}: {line!r} is not a line of pip install commands")
+            if _run(["bash", "-c", f"{pip} {command.split(' ', 2)[2]}"], self.wheel_folder, log) != 0:
+                raise RuntimeError(f"{framework}: {line} failed: {_tail(log)}")
         self.lines[line] = venv
         return venv
 

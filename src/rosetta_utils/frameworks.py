@@ -43,6 +43,11 @@ class Framework:
     modules: tuple[str, ...]
     #: What a reader installs for it, as pip requirements.
     install: tuple[str, ...]
+    #: What its source distribution builds with, where the registry has no wheel of it: a
+    #: reader's line installs these first, then the rest without build isolation (Chainer
+    #: 7.8.1's build imports pkg_resources, which setuptools 81 removed: an isolated build
+    #: takes the newest setuptools and fails).
+    build_with: tuple[str, ...] = ()
     #: The Python versions it runs on, where they are fewer than the book's, for a reader.
     python: str = ""
     #: Its companion libraries, installed apart (module: distribution), e.g. torchvision.
@@ -92,7 +97,7 @@ REGISTRY = {framework.name: framework for framework in (
     Framework("mxnet", "MXNet (Gluon)", "legacy", ("mxnet",), ("mxnet==1.9.1", "numpy<2"), python="3.11 or older",
               names_in_prose=("MXNet", "Gluon"), matmul_paths=("mxnet.nd.dot",)),
     Framework("chainer", "Chainer", "legacy", ("chainer", "chainerx", "chainermn"), ("chainer==7.8.1", "numpy<2"),
-              python="3.11 or older", companions=(("cupy", "cupy"),), names_in_prose=("Chainer",),
+              build_with=("setuptools<81", "wheel"), python="3.11 or older", companions=(("cupy", "cupy"),), names_in_prose=("Chainer",),
               matmul_paths=("numpy (Chainer's environment)",)),
 )}
 
