@@ -10,9 +10,10 @@ from the build: :mod:`served_resnet50`); the page's
 comparison cells then build the variant, inference-check, equivalence,
 pretrained, timing and transfer tables from what the parts left. The same
 comparisons run again offline with an empty cache, where the weights are the
-labelled stand-in. Each framework's Evaluation checks are also fed wrong
-cases (extraction in training mode, extraction that records a graph),
-through the part's own functions loaded in this process, and must fail them.
+labelled stand-in. Each framework's Evaluation checks (the page's own
+functions, whose values on the real extraction the parts left) are also fed
+wrong cases on a tiny network with batch norm (extraction in training mode,
+extraction that records a graph), and must fail them.
 """
 
 import os
@@ -253,111 +254,162 @@ def test_inference_runs_in_test_mode_without_a_graph(comparison, framework):
     assert row["test mode"] == "agrees" and row["graph"] == "none recorded"
 
 
-#: Images the wrong cases run on: a few are enough to see batch statistics (a whole
-#: batch of eager ResNet-50 in training mode holds gigabytes).
-WRONG_CASE_IMAGES = 4
+#: The wrong cases' images: a batch of four 8-by-8 images through a tiny network with batch norm.
+TINY_IMAGES = np.random.default_rng(7).normal(size=(4, 3, 8, 8)).astype(np.float32)
 
 
-def wrong_extractions(framework, part):
-    """Two extractions the page must not do, built from the part's own code: one in
-    training mode, one that records a graph. Returns ``(train_mode, recording, run)``,
-    where ``run(check, extract)`` calls a check in the context the wrong case needs."""
-    images, weights = part["images"][:WRONG_CASE_IMAGES], part["weights"]
+def page_checks(framework):
+    """The page's own ``batch_dependence`` and ``records_a_graph`` of ``framework``'s tab: its
+    Setup run through the chapter loader (the framework's imports and their fixes), then the
+    two functions' definitions from its Evaluation cell, with ``BATCH`` the tiny batch's."""
+    import ast
+
+    from rosetta_book.page import Page
+
+    namespace = load_part(framework, until="Data")
+    page = Page.read(PAGE)
+    definitions = [node for _, source in page.code_cells(page.framework_part(framework))
+                   for node in ast.parse(source).body
+                   if isinstance(node, ast.FunctionDef) and node.name in ("batch_dependence", "records_a_graph")]
+    assert len(definitions) == 2, framework
+    namespace["BATCH"] = len(TINY_IMAGES)
+    exec(compile(ast.Module(definitions, type_ignores=[]), str(PAGE), "exec"), namespace)
+    return namespace["batch_dependence"], namespace["records_a_graph"]
+
+
+def tiny_extractions(framework):
+    """A tiny network with batch norm (convolution, batch norm, flatten), extracted three
+    ways: as the page extracts (test mode, nothing recorded), in training mode (batch
+    statistics), and recording a graph. Returns ``(right, train_mode, recording, run)``,
+    where ``run(check, extract)`` calls one of the page's checks on the tiny images in the
+    context the extraction needs."""
+    images = TINY_IMAGES
     plain = lambda check, extract: check(extract, images)  # noqa: E731
     if framework == "pytorch":
         import torch
 
-        model, extract = part["make_resnet50"](compile=False)  # eager: no recompiling for .train()
-        part["load_weights"](model, weights)
-        recording = lambda batch: model(torch.from_numpy(batch))  # noqa: E731 - autograd on
-        model.train()
-        return extract, recording, plain
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Flatten())
+
+        def right(batch):
+            net.eval()
+            with torch.inference_mode():
+                return net(torch.from_numpy(batch))
+
+        def train_mode(batch):
+            net.train()
+            with torch.no_grad():
+                return net(torch.from_numpy(batch))
+
+        def recording(batch):
+            net.eval()
+            return net(torch.from_numpy(batch))
+
+        return right, train_mode, recording, plain
     if framework == "tensorflow":
-        model = part["model"]
-        return (lambda batch: model(batch.transpose(0, 2, 3, 1), training=True),
-                lambda batch: model(batch.transpose(0, 2, 3, 1), training=False), plain)
+        import keras
+
+        net = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3), keras.layers.BatchNormalization(),
+                                keras.layers.Flatten()])
+        return (lambda batch: net.predict_on_batch(batch.transpose(0, 2, 3, 1)),
+                lambda batch: net(batch.transpose(0, 2, 3, 1), training=True),
+                lambda batch: net(batch.transpose(0, 2, 3, 1), training=False), plain)
     if framework == "jax":
         import jax
         import jax.numpy as jnp
+        from flax import nnx
 
-        # nnx.jit refuses to run under jax.grad on a model made outside it; the eager path
-        # is differentiable, and under jax.grad its output is a tracer
-        model, eager = part["make_resnet50"](jit=False)
-        part["load_weights"](model, weights)
+        class Tiny(nnx.Module):
+            def __init__(self, rngs):
+                self.conv = nnx.Conv(3, 4, (3, 3), padding="VALID", rngs=rngs)
+                self.norm = nnx.BatchNorm(4, rngs=rngs)
 
-        def under_grad(check, extract):
-            seen = []
-            jax.grad(lambda x: (seen.append(check(extract, x)), jnp.sum(x))[1])(jnp.asarray(images[:2]))
-            return seen[0]
+            def __call__(self, x):
+                return self.norm(self.conv(x)).reshape((x.shape[0], -1))
+
+        tested, trained = Tiny(nnx.Rngs(0)), Tiny(nnx.Rngs(0))
+        tested.eval()  # modes set here: a module's attributes cannot change under jax.grad
+        trained.train()
+
+        def right(batch):
+            return tested(jnp.transpose(jnp.asarray(batch), (0, 2, 3, 1)))
 
         def train_mode(batch):
-            part["model"].train()
-            return part["extract_features"](batch)
+            return trained(jnp.transpose(jnp.asarray(batch), (0, 2, 3, 1)))
 
         def run(check, extract):
-            return under_grad(check, extract) if extract is eager else plain(check, extract)
+            if extract is not recording:
+                return plain(check, extract)
+            # under jax.grad the extraction's output is a tracer: what recording looks like in JAX
+            seen = []
+            jax.grad(lambda x: (seen.append(check(extract, x)), jnp.sum(x))[1])(jnp.asarray(images))
+            return seen[0]
 
-        return train_mode, eager, run
+        def recording(batch):  # the page's extraction, run (below) where a gradient is taken
+            return right(batch)
+
+        return right, train_mode, recording, run
     if framework == "mxnet":
-        from mxnet import autograd
+        from mxnet import autograd, gluon, nd
 
-        # the fused graph has batch norm folded into the convolutions: train on the imperative
-        # model, where batch norm still reads its mode
-        model, imperative = part["make_resnet50"](hybridize=False, fuse=False)
-        part["load_weights"](model, weights)
+        net = gluon.nn.HybridSequential()
+        net.add(gluon.nn.Conv2D(4, 3), gluon.nn.BatchNorm(), gluon.nn.Flatten())
+        net.initialize()
+        right = lambda batch: net(nd.array(batch))  # noqa: E731 - predict mode, nothing recorded
+        train_mode = lambda batch: net(nd.array(batch))  # noqa: E731
+        recording = lambda batch: net(nd.array(batch))  # noqa: E731
 
         def run(check, extract):
-            if extract is imperative:
+            if extract is train_mode:
                 with autograd.train_mode():
                     return check(extract, images)
-            with autograd.record(train_mode=False):
-                return check(extract, images)
+            if extract is recording:
+                with autograd.record(train_mode=False):
+                    return check(extract, images)
+            return check(extract, images)
 
-        return imperative, part["extract_features"], run
+        return right, train_mode, recording, run
     if framework == "chainer":
-        model = part["model"]
-        default_config = lambda batch: model(batch, layers=["pool5"])["pool5"]  # noqa: E731 - train, backprop
-        return default_config, default_config, plain
+        import chainer
+        import chainer.links as L
+
+        net = chainer.Sequential(L.Convolution2D(3, 4, 3), L.BatchNormalization(4))
+
+        def right(batch):
+            with chainer.using_config("train", False), chainer.no_backprop_mode():
+                return net(batch)
+
+        default_config = lambda batch: net(batch)  # noqa: E731 - chainer's defaults: train, backprop
+        return right, default_config, default_config, plain
     raise AssertionError(framework)
 
 
-#: Parts loaded in this process, for the tests that share one in a process of their own.
-_ALONE_PARTS: dict = {}
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
+def test_the_page_checks_its_own_extraction_with_its_checks(framework):
+    """What the wrong cases below feed: the page's checks, applied in its Evaluation cell to
+    the extraction its tab uses (whose values the build's parts left: the test above)."""
+    from rosetta_book.page import Page
 
-
-def alone_part(framework, request):
-    """``framework``'s part through its Evaluation (the inference checks; not the transfer's
-    training images after them), or Chainer's up to its Timing (the one the max-pool's test
-    loads too), loaded once for the tests that run together in a process of their own: the
-    inference checks' wrong cases, then the benchmark's configuration."""
-    if framework == "chainer":
-        return request.getfixturevalue("chainer_part")
-    if framework not in _ALONE_PARTS:
-        _ALONE_PARTS[framework] = load_part(framework, until="Training images for the transfer")
-    return _ALONE_PARTS[framework]
-
-
-def own_process(request, framework, together_with=()):
-    """:func:`in_a_process_of_its_own`, except for Chainer, whose part (loaded once, to its
-    Timing) the max-pool test holds in this process already: its tests stay here."""
-    return framework == "chainer" or in_a_process_of_its_own(request, together_with)
+    page = Page.read(PAGE)
+    cells = [source for _, source in page.code_cells(page.framework_part(framework)) if "def batch_dependence" in source]
+    assert len(cells) == 1
+    for call in ('"alone vs in a batch": batch_dependence(extract_features, images)',
+                 '"graph recorded": records_a_graph(extract_features, images)'):
+        assert call in cells[0], (framework, call)
 
 
 @pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
-def test_the_inference_checks_fail_training_mode_and_a_recorded_graph(comparison, framework, request):
-    # a whole ResNet-50 of each framework, in turn, in a process where the benchmark's test
-    # reads the same part
-    if not own_process(request, framework, together_with=("test_the_bench_finds_the_pages_configuration",)):
-        return
-    part = alone_part(framework, request)
+def test_the_inference_checks_fail_training_mode_and_a_recorded_graph(comparison, framework):
+    """The page's own checks, on a tiny network with batch norm: they pass it extracted as
+    the page extracts, and fail it in training mode and recording a graph; the table's
+    verdicts then say so."""
+    batch_dependence, records_a_graph = page_checks(framework)
+    right, train_mode, recording, run = tiny_extractions(framework)
     tolerance = comparison["BATCH_TOLERANCE"]
-    # the part's own extraction passes both, in this process too
-    assert part["batch_dependence"](part["extract_features"], part["images"]) <= tolerance
-    assert part["records_a_graph"](part["extract_features"], part["images"]) is False
-    train_mode, recording, run = wrong_extractions(framework, part)
-    dependence = run(part["batch_dependence"], train_mode)
+    assert run(batch_dependence, right) <= tolerance
+    assert run(records_a_graph, right) is False
+    dependence = run(batch_dependence, train_mode)
     assert dependence > 100 * tolerance, f"{framework}: training mode went unnoticed ({dependence})"
-    recorded = run(part["records_a_graph"], recording)
+    recorded = run(records_a_graph, recording)
     assert recorded is True, f"{framework}: a recorded graph went unnoticed"
     fw, _, test_mode, graph = comparison["inference_row"](
         framework, {"alone vs in a batch": dependence, "graph recorded": recorded})
@@ -498,10 +550,14 @@ def test_each_frameworks_own_pretrained_model_is_described_from_the_framework(co
 
 @pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
 def test_the_bench_finds_the_pages_configuration(framework, request):
-    # the models, and PyTorch's process-wide switches: in the inference test's process
-    if not own_process(request, framework):
+    # a whole ResNet-50 and PyTorch's process-wide switches: in a process of its own, loaded
+    # as far as the benchmark loads it (Chainer's: the part the max-pool's test holds here)
+    if framework == "chainer":
+        part = request.getfixturevalue("chainer_part")
+    elif in_a_process_of_its_own(request):
+        part = load_part(framework, until=TASKS["resnet50"].stop_before)
+    else:
         return
-    part = alone_part(framework, request)  # loaded past the benchmark's stop_before: the same builder
     alternatives = TASKS["resnet50"].alternatives[framework]
     expected = PAGE_CONFIGURATIONS[framework]
     if framework == "mxnet" and part["ctx"].device_type != "cpu":
