@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from jupyter_cache import get_cache
+from uv import find_uv_bin
 
 from conftest import AVAILABLE, code_cell, myst_page
 from rosetta_book.environments import (
@@ -312,10 +313,11 @@ print("reader session ran", crops.shape)
 @pytest.mark.parametrize("version", ["3.10", "3.13"])
 def test_a_reader_installs_the_readers_library_alone_and_runs_what_downloads_call(version, tmp_path):
     """The environments run Python 3.11 and 3.12; a reader may have 3.10 or 3.13. A fresh
-    virtual environment of that Python, ``pip install`` of the package's folder with its
-    extras (numpy, pooch and the rest from the registry, no framework): every module
-    imports, every name a download imports from it exists, and the framework-free calls
-    a reader's session makes run, offline."""
+    virtual environment of that Python, the package's folder installed with its extras
+    (numpy, pooch and the rest from the registry, no framework; by ``uv pip install``, which
+    resolves a requirement as pip does, from its cache): every module imports, every name a
+    download imports from it exists, and the framework-free calls a reader's session makes
+    run, offline."""
     python = _interpreter(version)
     if python is None:
         pytest.skip(f"no Python {version} on this machine")
@@ -324,8 +326,8 @@ def test_a_reader_installs_the_readers_library_alone_and_runs_what_downloads_cal
     copy = tmp_path / "rosetta_utils"
     shutil.copytree(UTILS, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
     extras = ",".join(tomllib.loads((UTILS / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{copy}[{extras}]"],
-                               capture_output=True, text=True, timeout=600)
+    installed = subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+                                f"{copy}[{extras}]"], capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr[-3000:]
     names = sorted(downloads_imports())
     code = (
@@ -345,7 +347,7 @@ def test_a_reader_installs_the_readers_library_alone_and_runs_what_downloads_cal
     import rosetta_utils
 
     assert int(count) > 20 and version_installed == rosetta_utils.__version__
-    assert numpy_version.startswith("2."), "pip chose a numpy older than 2 for a new Python"
+    assert numpy_version.startswith("2."), "the resolver chose a numpy older than 2 for a new Python"
     session = subprocess.run([str(venv / "bin" / "python"), "-c", READER_SESSION], cwd=tmp_path,
                              capture_output=True, text=True, timeout=600)
     assert session.returncode == 0, session.stderr[-3000:]
