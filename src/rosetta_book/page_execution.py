@@ -498,7 +498,7 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
                 failed.set()
                 raise
             part.environment = dict(read_tab_results(results_file(folder, framework))["environment"])
-            alone = f", {part.alone_cells} cells alone" if part.alone_cells else ""
+            alone = f", {part.alone_cells} cell{'s' * (part.alone_cells != 1)} alone" if part.alone_cells else ""
             log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
                 f"({part.seconds:.1f} s{alone})")
             return part
