@@ -84,6 +84,23 @@ def test_one_record_per_part_with_device_data_source_metrics_and_verdicts(write_
 
 
 @needs_both
+def test_a_chapter_without_comparison_cells_runs_no_comparisons(write_page, tmp_path, monkeypatch):
+    import rosetta_book.gpu_check as gpu_check
+
+    text = tiny_chapter(write_page).read_text()
+    page = write_page("no_comparisons.md", text[:text.index("```{code-cell} ipython3\n:tags: [comparison]")])
+    monkeypatch.chdir(tmp_path)
+
+    def refused(*_, **__):
+        raise AssertionError("the comparisons ran on a page that has none")
+
+    monkeypatch.setattr(gpu_check, "run_device_comparisons", refused)
+    records = run_device_check(tmp_path, tmp_path / "results", profile="smoke", allow_cpu=True,
+                               pages=[page], lessons=[], log=quiet)
+    assert [record["framework"] for record in records] == CHECKED
+
+
+@needs_both
 def test_a_differing_verdict_fails_the_check_and_the_records_keep_it(write_page, tmp_path, monkeypatch):
     page = tiny_chapter(write_page, jax_offset="0.5")
     monkeypatch.chdir(tmp_path)

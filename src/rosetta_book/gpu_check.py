@@ -485,7 +485,7 @@ def _check_page(path: Path, frameworks: list[str], kinds: Mapping[str, str], gpu
         left = deadline - time.monotonic()
         if missing:  # each missing part is a problem already
             comparisons = Comparisons(not_run=f"the {', '.join(missing)} part(s) did not complete")
-        elif not page.has_comparisons:
+        elif not page.has_comparisons():
             comparisons = Comparisons()
         elif left <= 0:
             comparisons = Comparisons(not_run="the budget was spent")
