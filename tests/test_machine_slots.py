@@ -115,11 +115,12 @@ def test_a_kernel_takes_a_slot_per_cell_and_every_slot_for_a_timed_one():
     first's running cell is done, holds the machine through its next timed cell, and gives
     it back before an untimed one."""
     slots = Slots(2)
-    events, lock = [], threading.Lock()
+    events, lock, kept = [], threading.Lock(), {}
     go = {name: threading.Event() for name in ("a0", "a1", "b0", "b1", "b2", "b3")}
 
     def kernel(name, timed):
         with slots.kernel(timed) as turns:
+            kept[name] = turns
             for index in range(len(timed)):
                 turns.before(index)
                 with lock:
@@ -161,6 +162,9 @@ def test_a_kernel_takes_a_slot_per_cell_and_every_slot_for_a_timed_one():
         thread.join(5)
     with slots.hold(alone=True):  # every slot came back
         pass
+    assert (kept["a"].alone_cells, kept["a"].alone_seconds) == (0, 0.0)
+    assert kept["b"].alone_cells == 2
+    assert kept["b"].alone_seconds >= 0.6, "b held the machine through two waits of 0.3 s"
 
 
 def test_kernels_beyond_the_seats_wait_for_one_to_end():

@@ -27,6 +27,7 @@ import heapq
 import itertools
 import os
 import threading
+import time
 from typing import Iterator, Sequence
 
 from rosetta_utils.run_profile import is_test_build
@@ -146,6 +147,8 @@ class Turns:
         self._priority, self._abandon = priority, abandon
         self._held, self._alone = 0, False
         self.alone_cells = 0  # how many cells ran alone
+        self.alone_seconds = 0.0  # how long this kernel held the whole machine
+        self._since = 0.0
 
     def before(self, index: int | None) -> None:
         """Wait for cell ``index``'s turn (None: the kernel's start)."""
@@ -155,7 +158,7 @@ class Turns:
             return  # the machine is this kernel's already
         self.done()
         self._held = self._slots.take(self._count if alone else 1, self._priority, self._abandon)
-        self._alone = alone
+        self._alone, self._since = alone, time.monotonic()
 
     def after(self) -> None:
         """A cell has run: give its slot back, unless it ran alone (the next may too)."""
@@ -165,5 +168,7 @@ class Turns:
     def done(self) -> None:
         """Give back whatever this kernel holds."""
         if self._held:
+            if self._alone:
+                self.alone_seconds += time.monotonic() - self._since
             self._slots.give(self._held)
             self._held, self._alone = 0, False

@@ -77,6 +77,7 @@ class PartRun:
     environment: dict[str, Any] = field(default_factory=dict)  # where a framework part ran
     verdicts: int | None = None  # comparisons: how many verdicts the page's gates checked
     alone_cells: int = 0  # how many of its cells ran alone (they time something)
+    alone_seconds: float = 0.0  # how long it held the whole machine for them
 
 
 @dataclass
@@ -369,7 +370,7 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
             env.update(compilation_caches(cache.path))
         if not runs_alone(page.untimed):
             env.setdefault(*SHARING_THREADS)
-        seconds, alone_cells = _run_in_turns(
+        seconds, turns = _run_in_turns(
             page, title, executed, origins, folder, env, timeout, _native_log(log_folder, page, framework),
             require_python(framework), slots, expected_seconds(page, framework, cache), abandon,
             clocks_allowed=not page.untimed)
@@ -386,18 +387,19 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
                     check_validity=False, overwrite=True,
                 )
                 _remember_seconds(cache, f"{page.path.name}#{framework}", seconds)
-    return PartRun(framework, executed, origins, seconds, alone_cells=alone_cells)
+    return PartRun(framework, executed, origins, seconds, alone_cells=turns.alone_cells,
+                   alone_seconds=turns.alone_seconds)
 
 
 def _run_in_turns(page: Page, title: str, notebook: Any, origins: list[int | None], cwd: Path,
                   env: dict[str, str], timeout: int, native_log: Path | None, python: str | None, slots: Slots,
-                  priority: float, abandon: threading.Event | None, clocks_allowed: bool) -> tuple[float, int]:
+                  priority: float, abandon: threading.Event | None, clocks_allowed: bool) -> tuple[float, Turns]:
     """Run a part's ``notebook`` in a kernel of its own that takes its turns at the machine's
     ``slots``: on a timed page outside the test build (:func:`runs_alone`), each cell that
     times something (:func:`rosetta_book.timed_cells.timed_cells`) runs alone. The kernel
     watches its clocks, and a cell that read one the scan did not find (or any, where
-    clocks are not ``clocks_allowed``) stops the part. Returns the seconds it took and how
-    many cells ran alone."""
+    clocks are not ``clocks_allowed``) stops the part. Returns the seconds it took and its
+    turns (how many cells ran alone, and for how long)."""
     timed = timed_cells([cell.source if cell.cell_type == "code" else "" for cell in notebook.cells])
     alone = [bool(reasons) and runs_alone(page.untimed) for reasons in timed]
 
@@ -416,7 +418,7 @@ def _run_in_turns(page: Page, title: str, notebook: Any, origins: list[int | Non
             check_clock_reads(notebook, read_clock_log(clock_log), timed, clocks_allowed, named, title)
         except ClockOutsideItsWindow as error:
             raise PageExecutionError(str(error)) from None
-    return seconds, turns.alone_cells
+    return seconds, turns
 
 
 def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIMEOUT,
@@ -498,7 +500,8 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
                 failed.set()
                 raise
             part.environment = dict(read_tab_results(results_file(folder, framework))["environment"])
-            alone = f", {part.alone_cells} cell{'s' * (part.alone_cells != 1)} alone" if part.alone_cells else ""
+            alone = (f", {part.alone_cells} cell{'s' * (part.alone_cells != 1)} alone for "
+                     f"{part.alone_seconds:.1f} s" if part.alone_cells else "")
             log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
                 f"({part.seconds:.1f} s{alone})")
             return part
