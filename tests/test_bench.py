@@ -381,8 +381,11 @@ def test_the_command_line_knows_its_tasks_and_refuses_others(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["mnist"])
     error = capsys.readouterr().err
-    assert exit_info.value.code == 2 and "invalid choice: 'mnist'" in error
-    assert "'cifar10', 'imdb', 'resnet50'" in error  # the valid ones, named
+    assert exit_info.value.code == 2 and "no task 'mnist'" in error
+    assert "the tasks are cifar10, imdb, resnet50" in error  # the valid ones, named
+    with pytest.raises(SystemExit) as exit_info:
+        main(["imdb", "cifar10", "--json", "report.json"])
+    assert exit_info.value.code == 2 and "give one task" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         main(["imdb", "--rounds", "0"])
     assert exit_info.value.code == 2 and "must be at least 1" in capsys.readouterr().err

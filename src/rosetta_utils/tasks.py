@@ -6,9 +6,9 @@ ResNet-50's features, IMDB's GRU classifier. Its entry holds its name (the
 records' ``task``), its page, the unit of its rate, and the book's name for its
 model (``python -m rosetta_utils.checkpoints <model> ...``). The benchmark's
 definition of a task (``rosetta_book.bench.tasks.TASKS``), the models' layouts
-(``rosetta_utils.checkpoints``), the units of the Results page and the
-Makefile's ``BENCH_TASKS`` each list the same names, and a test holds them to
-this registry (DEVELOPERS.md, "Adding a framework or a task").
+(``rosetta_utils.checkpoints``) and the units of the Results page each list the
+same names, and a test holds them to this registry (DEVELOPERS.md, "Adding a
+framework or a task"); ``make bench`` runs every task here.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Benchmarks: a page's configuration against every other setting its framework offers.
 
-``python -m rosetta_book.bench cifar10|imdb|resnet50 [--profile smoke] [--frameworks ...] [--rounds N] [--in-turn] [--json PATH]``
+``python -m rosetta_book.bench [cifar10|imdb|resnet50 ...] [--profile smoke] [--frameworks ...] [--rounds N] [--in-turn] [--json PATH]``
+
+Without a task it runs every task of the book's registry (:data:`rosetta_utils.tasks.REGISTRY`),
+one after another.
 
 For each framework, in processes of its own where no other framework imports
 (as in the book build), the benchmark loads the page's Setup, Data and Model
@@ -28,6 +31,7 @@ import os
 from pathlib import Path
 
 from rosetta_utils.frameworks import UnknownFrameworkError, parse_framework_list, selected_frameworks
+from rosetta_utils.tasks import REGISTRY as TASK_REGISTRY
 
 from .flops import conv2d_flops, dense_flops, gru_flops, model_flops_per_image, resnet50_flops
 from .report import TARGET_RATIO, format_report, peak_targets, summarize
@@ -65,7 +69,8 @@ def benchmark_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmu
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rosetta_book.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("task", choices=sorted(TASKS))
+    parser.add_argument("tasks", nargs="*", metavar="task",
+                        help=f"one or more of {', '.join(TASKS)} (default: every task, in the book's order)")
     parser.add_argument("--profile", choices=["smoke", "full"], help="sets ROSETTA_PROFILE for the pages' sizes")
     parser.add_argument("--frameworks", help="comma-separated subset, e.g. pytorch,jax (default: all installed)")
     parser.add_argument("--rounds", "--repeats", dest="rounds", type=int, default=10,
@@ -80,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
                              "the task's processes do not fit in memory at once: " + ", ".join(
                                  name for name, known in TASKS.items() if known.in_turn) + ")")
     args = parser.parse_args(argv)
+    unknown = [task for task in args.tasks if task not in TASKS]
+    if unknown:
+        parser.error(f"no task {', '.join(map(repr, unknown))}: the tasks are {', '.join(TASKS)}")
+    tasks = list(dict.fromkeys(args.tasks)) or [task for task in TASK_REGISTRY if task in TASKS]
+    if args.json is not None and len(tasks) > 1:
+        parser.error("--json names one report: give one task with it")
     if args.rounds < 1 or args.warmup < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--rounds, --warmup and --steps must be at least 1")
     if args.profile:
@@ -95,16 +106,19 @@ def main(argv: list[str] | None = None) -> int:
     frameworks = tuple(name for name in selected_frameworks() if name in installed_frameworks())
     if not frameworks:
         parser.error("none of the selected frameworks is installed")
-    report = benchmark_task(args.task, frameworks, rounds=args.rounds, warmup=args.warmup, steps=args.steps,
-                            in_turn=args.in_turn)
-    print(format_report(report))
-    if args.json is None:
-        from rosetta_proof.records import build_results_dir
+    for task in tasks:
+        report = benchmark_task(task, frameworks, rounds=args.rounds, warmup=args.warmup, steps=args.steps,
+                                in_turn=args.in_turn)
+        print(format_report(report))
+        if args.json is None:
+            from rosetta_proof.records import build_results_dir
 
-        args.json = build_results_dir() / f"bench-{args.task}.json"
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    partial = args.json.with_name(args.json.name + ".partial")  # a report is never left half written
-    partial.write_text(json.dumps(report, indent=2))
-    partial.replace(args.json)
-    print(f"wrote {args.json}")
+            path = build_results_dir() / f"bench-{task}.json"
+        else:
+            path = args.json
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")  # a report is never left half written
+        partial.write_text(json.dumps(report, indent=2))
+        partial.replace(path)
+        print(f"wrote {path}")
     return 0
