@@ -32,6 +32,25 @@ def test_a_function_that_calls_a_timer_is_a_timer_wherever_it_is_defined():
                  "train()", "print('done')") == [False, False, True, False]
 
 
+def test_a_functions_own_names_are_not_the_cells_timed_ones():
+    """``epoch`` is timed (the timing loop's variable), but a function's parameter, its
+    locals and a comprehension's target of that name are other variables: the cells that
+    use them time nothing. A function that reads the loop's own ``epoch`` does."""
+    loop = "import time\nfor epoch in range(2):\n    seconds = time.perf_counter()"
+    assert timed(loop,
+                 "def batches(epoch):\n    return [epoch]",
+                 "batches(3)",
+                 "def last():\n    seconds = 1\n    return seconds",
+                 "last()",
+                 "squares = [epoch * epoch for epoch in range(3)]",
+                 "by_epoch = lambda epoch: epoch + 1\nby_epoch(1)",
+                 "def now():\n    return epoch",
+                 "now()") == [True, False, False, False, False, False, False, False, True]
+    # a default is read where the function is defined; a name declared global is the cell's
+    assert timed(loop, "def f(start=seconds):\n    return start", "f()",
+                 "def g():\n    global seconds\n    return seconds", "g()") == [True, False, True, False, True]
+
+
 def test_a_script_with_a_clock_times_the_cell_that_runs_it():
     assert timed("SCRIPT = '''import time\\nprint(time.perf_counter())'''",
                  "import subprocess, sys\nsubprocess.run([sys.executable, '-c', SCRIPT])",

@@ -17,7 +17,10 @@ a clock:
   ``rosetta_utils.timing.measure`` and the like, found by the same scan of the
   library's own source).
 
-The scan leans towards running alone: a name stays timed once bound so. A
+Names follow Python's scopes: a function's parameters and the names it binds,
+and a comprehension's loop variables, are its own, so a function whose
+parameter is called ``epoch`` does not use the timing loop's ``epoch``. The
+scan leans towards running alone: a name stays timed once bound so. A
 statement that only defines something (a function, a class, an import, an
 assignment that calls nothing, such as a string of code) runs nothing: it
 taints the names it binds without timing its cell. What the scan cannot see
@@ -48,9 +51,65 @@ def reads_a_clock(source: str) -> list[str]:
 
 
 def _loaded(node: ast.AST) -> set[str]:
-    """The names ``node`` reads, builtins left out (``print`` is never timed)."""
-    return {name.id for name in ast.walk(node)
-            if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load) and name.id not in _BUILTINS}
+    """The names ``node`` reads from the scope it runs in, builtins left out (``print`` is
+    never timed): a function's, a lambda's and a comprehension's own names (parameters,
+    names it assigns, loop targets) are its own, not the cell's."""
+    return _free(node) - _BUILTINS
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _stored(nodes: list[ast.AST]) -> set[str]:
+    """The names a function body binds in its own scope (Python makes them local wherever
+    in the body they are bound), less those it declares ``global`` or ``nonlocal``."""
+    names, declared = set(), set()
+    pending = list(nodes)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)  # its body is a scope of its own
+            continue
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
+            continue  # scopes of their own
+        pending.extend(ast.iter_child_nodes(node))
+    return names - declared
+
+
+def _free(node: ast.AST) -> set[str]:
+    """The names ``node`` reads that are not bound in a scope inside it."""
+    if isinstance(node, ast.Name):
+        return {node.id} if isinstance(node.ctx, ast.Load) else set()
+    if isinstance(node, _FUNCTIONS):
+        arguments = node.args
+        outside = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+        if not isinstance(node, ast.Lambda):
+            outside += [*node.decorator_list, *([node.returns] if node.returns else [])]
+        parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                      *filter(None, (arguments.vararg, arguments.kwarg)))}
+        body = [node.body] if isinstance(node, ast.Lambda) else node.body
+        inside = set().union(*map(_free, body)) - parameters - _stored(body)
+        return set().union(inside, *map(_free, outside))
+    if isinstance(node, _COMPREHENSIONS):
+        first, *others = node.generators
+        targets = set().union(*(_target_names(g.target) for g in node.generators))
+        inside = [*((node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,)),
+                  first.target, *first.ifs, *(part for g in others for part in (g.target, g.iter, *g.ifs))]
+        return _free(first.iter) | (set().union(*map(_free, inside)) - targets)
+    return set().union(*map(_free, ast.iter_child_nodes(node)))
+
+
+def _target_names(node: ast.AST) -> set[str]:
+    return {child.id for child in ast.walk(node) if isinstance(child, ast.Name)}
 
 
 def _bound(node: ast.AST) -> set[str]:
