@@ -83,6 +83,21 @@ def test_native_output_goes_to_the_log_not_the_page(write_page, tmp_path):
     assert (tmp_path / "logs" / "native-jax.log").read_text() .count("native noise") == 1
 
 
+def test_a_part_says_the_cpu_seconds_its_kernel_and_the_processes_it_waited_for_used(tmp_path):
+    """The build log's CPU-s: the kernel's own (0.3 s of busy loop, at least) and a child
+    process's it waited for (0.3 s more)."""
+    from rosetta_book.one_framework import environment
+
+    busy = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.3:\n    pass"
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(busy),
+        nbformat.v4.new_code_cell(f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {busy!r}], check=True)"),
+    ])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    seconds, cpu = run_notebook(notebook, tmp_path, dict(environment("none")), timeout=120)
+    assert cpu is not None and cpu >= 0.6 and seconds > 0
+
+
 def test_a_kernel_started_by_myst_nb_itself_refuses_every_cell(tmp_path):
     """The guard Sphinx installs (PYTHONSTARTUP) against a page executed in one kernel."""
     import rosetta_book.myst_nb_guard as guard

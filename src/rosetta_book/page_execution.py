@@ -78,6 +78,7 @@ class PartRun:
     verdicts: int | None = None  # comparisons: how many verdicts the page's gates checked
     alone_cells: int = 0  # how many of its cells ran alone (they time something)
     alone_seconds: float = 0.0  # how long it held the whole machine for them
+    cpu_seconds: float | None = None  # CPU its kernel used (None: not known, or from the cache)
 
 
 @dataclass
@@ -155,9 +156,10 @@ def _kernel_manager(python: str | None, sockets: Path) -> Any:
 
 def run_notebook(notebook: Any, cwd: Path, env: dict[str, str], timeout: int,
                  native_log: Path | None = None, python: str | None = None,
-                 turns: Turns | None = None, clock_log: Path | None = None) -> float:
+                 turns: Turns | None = None, clock_log: Path | None = None) -> tuple[float, float | None]:
     """Execute ``notebook`` in place in a fresh kernel of ``python`` (default: this
-    process's interpreter); returns the seconds it took.
+    process's interpreter); returns the seconds it took and the CPU seconds its kernel
+    and the processes it waited for used (:func:`kernel_cpu_seconds`).
 
     What native code writes to the process's own stdout and stderr (TensorFlow's
     C++ start-up lines, oneDNN's verbose mode) goes to ``native_log`` (or to this
@@ -196,15 +198,29 @@ def run_notebook(notebook: Any, cwd: Path, env: dict[str, str], timeout: int,
                              extra_arguments=["--IPKernelApp.capture_fd_output=False",
                                               *([watch_argument()] if clock_log else [])],
                              resources={"metadata": {"path": str(cwd)}})
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), None
         try:
             client.execute(env={**env, WATCH_VARIABLE: str(clock_log)} if clock_log else env, **streams)
+            cpu = kernel_cpu_seconds(manager)  # the kernel is ours: still running here
         finally:
             if turns is not None:
                 turns.done()
             if manager.has_kernel:
                 manager.shutdown_kernel(now=True)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, cpu
+
+
+def kernel_cpu_seconds(manager: Any) -> float | None:
+    """The CPU seconds (user and system) a live kernel has used, with those of the child
+    processes it has waited for (workers, scripts it ran), from ``/proc``; None where
+    that cannot be read (no ``/proc``, a kernel already gone)."""
+    pid = getattr(getattr(manager, "provisioner", None), "pid", None)
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, TypeError):
+        return None
+    # after the command's name: state is field 3, utime..cstime are fields 14 to 17
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _save_cell(page: Page, framework: str, folder: Path) -> Any:
@@ -388,7 +404,7 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
                 )
                 _remember_seconds(cache, f"{page.path.name}#{framework}", seconds)
     return PartRun(framework, executed, origins, seconds, alone_cells=turns.alone_cells,
-                   alone_seconds=turns.alone_seconds)
+                   alone_seconds=turns.alone_seconds, cpu_seconds=turns.cpu_seconds)
 
 
 def _run_in_turns(page: Page, title: str, notebook: Any, origins: list[int | None], cwd: Path,
@@ -411,13 +427,14 @@ def _run_in_turns(page: Page, title: str, notebook: Any, origins: list[int | Non
         clock_log = Path(watched) / "clocks.jsonl"
         with slots.kernel(alone, priority, abandon) as turns:
             try:
-                seconds = run_notebook(notebook, cwd, env, timeout, native_log, python, turns, clock_log)
+                seconds, cpu = run_notebook(notebook, cwd, env, timeout, native_log, python, turns, clock_log)
             except Exception as error:
                 raise _failure(page, title, notebook, origins, error) from None
         try:
             check_clock_reads(notebook, read_clock_log(clock_log), timed, clocks_allowed, named, title)
         except ClockOutsideItsWindow as error:
             raise PageExecutionError(str(error)) from None
+    turns.cpu_seconds = cpu
     return seconds, turns
 
 
@@ -439,7 +456,7 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
         "from rosetta_proof.equivalence import gated_count as _rosetta_gated\n"
         f"open({str(counted)!r}, 'w').write(str(_rosetta_gated()))\n"
         "del _rosetta_gated"))
-    seconds, _ = _run_in_turns(page, "comparison", notebook, origins, page.path.parent,
+    seconds, turns = _run_in_turns(page, "comparison", notebook, origins, page.path.parent,
                                kernel_environment("none", results_folder), timeout,
                                _native_log(log_folder, page, "comparisons"), None, slots or Slots(1),
                                expected_seconds(page, "comparisons", cache), None, clocks_allowed=False)
@@ -447,7 +464,8 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
     if cache is not None:
         with CACHE_LOCK:
             _remember_seconds(cache, f"{page.path.name}#comparisons", seconds)
-    return PartRun("comparisons", notebook, origins, seconds, verdicts=int(counted.read_text()))
+    return PartRun("comparisons", notebook, origins, seconds, verdicts=int(counted.read_text()),
+                   cpu_seconds=turns.cpu_seconds)
 
 
 def run_parts(run: Callable[[str], Any], frameworks: list[str], at_once: int) -> list[Any]:
@@ -502,14 +520,16 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
             part.environment = dict(read_tab_results(results_file(folder, framework))["environment"])
             alone = (f", {part.alone_cells} cell{'s' * (part.alone_cells != 1)} alone for "
                      f"{part.alone_seconds:.1f} s" if part.alone_cells else "")
+            cpu = f", {part.cpu_seconds:.1f} CPU-s" if part.cpu_seconds is not None else ""
             log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
-                f"({part.seconds:.1f} s{alone})")
+                f"({part.seconds:.1f} s{cpu}{alone})")
             return part
 
         executed.parts.extend(run_parts(run, frameworks, len(frameworks)))  # each waits for its slot
         if page.has_comparisons() or (page.comparison_part() and not frameworks):
             part = run_comparisons(page, Path(folder), timeout, log_folder, slots, cache)
-            log(f"{page.name}: comparisons executed ({part.seconds:.1f} s)")
+            cpu = f", {part.cpu_seconds:.1f} CPU-s" if part.cpu_seconds is not None else ""
+            log(f"{page.name}: comparisons executed ({part.seconds:.1f} s{cpu})")
             executed.parts.append(part)
     filled: set[int] = set()
     for part in reversed(executed.parts):  # the comparison run first: its shared outputs win
