@@ -1,6 +1,7 @@
 """Shared fixtures: small MyST pages and books written by the tests."""
 
 import hashlib
+import importlib.abc
 import os
 import re
 import subprocess
@@ -90,9 +91,18 @@ def pytest_collection_modifyitems(config, items):
 # one process (a reader's download and the build's kernels never hold two). PyPI's torch
 # brings Triton, whose native library crashes the process (a segmentation fault) when it
 # loads after TensorFlow's; loaded first, both work. So torch's compiler, which imports
-# Triton, is imported before any test can load TensorFlow.
+# Triton, is imported just before TensorFlow is, in the test processes that import it (the
+# others do not pay its 3 s).
+class _TorchCompilerBeforeTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow":
+            sys.meta_path.remove(self)
+            import torch._dynamo  # noqa: F401
+        return None  # the import itself goes on as usual
+
+
 if is_installed("pytorch") and is_installed("tensorflow"):
-    import torch._dynamo  # noqa: F401
+    sys.meta_path.insert(0, _TorchCompilerBeforeTensorFlow())
 
 # In the legacy environment, tests load MXNet's and Chainer's parts in this one process.
 # Chainer 7 needs the standard library's distutils, which a part of MXNet would otherwise

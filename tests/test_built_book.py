@@ -5,6 +5,7 @@ Run by `make test` after the smoke build of the whole book. Outside that
 broken build fails them.
 """
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -34,7 +35,9 @@ def executed_pages():
     return [page for page in toc_pages() if "```{code-cell}" in (ROOT / f"{page}.md").read_text()]
 
 
+@functools.lru_cache(maxsize=None)
 def soup_of(page):
+    """The built page, parsed once for all the tests that read it (none changes it)."""
     path = Path(HTML) / f"{page}.html"
     assert path.is_file(), f"{path} was not built"
     return BeautifulSoup(path.read_text(), "html.parser")
