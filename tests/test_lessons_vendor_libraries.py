@@ -236,7 +236,7 @@ def test_time_settings_takes_turns_and_reports_a_failing_step(comparison, tmp_pa
             "gru_inference = gru_step\n")
     settings = {"fast": (code + "cifar10_step = mark('fast', 0.01)\n", {}),
                 "slow": (code + "cifar10_step = mark('slow', 0.05)\n", {})}
-    seconds, data = comparison["time_settings"](settings)
+    seconds, data = comparison["time_settings"](comparison["start_settings"](settings))
     assert data == "no data"
     repeats = comparison["REPEATS"]
     assert seconds["fast"]["GRU step"] == seconds["slow"]["GRU step"] == "failed: the step failed"
