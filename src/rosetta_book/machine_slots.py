@@ -148,7 +148,6 @@ class Turns:
         self._held, self._alone = 0, False
         self.alone_cells = 0  # how many cells ran alone
         self.alone_seconds = 0.0  # how long this kernel held the whole machine
-        self.cpu_seconds: float | None = None  # what its kernel used, once it has run
         self._since = 0.0
 
     def before(self, index: int | None) -> None:

@@ -80,6 +80,13 @@ class PartRun:
     alone_seconds: float = 0.0  # how long it held the whole machine for them
     cpu_seconds: float | None = None  # CPU its kernel used (None: not known, or from the cache)
 
+    def spent(self) -> str:
+        """What the build log says it took: "64.0 s, 43.0 CPU-s, 1 cell alone for 34.5 s"."""
+        cpu = f", {self.cpu_seconds:.1f} CPU-s" if self.cpu_seconds is not None else ""
+        alone = (f", {self.alone_cells} cell{'s' * (self.alone_cells != 1)} alone for "
+                 f"{self.alone_seconds:.1f} s" if self.alone_cells else "")
+        return f"{self.seconds:.1f} s{cpu}{alone}"
+
 
 @dataclass
 class ExecutedPage:
@@ -386,7 +393,7 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
             env.update(compilation_caches(cache.path))
         if not runs_alone(page.untimed):
             env.setdefault(*SHARING_THREADS)
-        seconds, turns = _run_in_turns(
+        seconds, cpu, turns = _run_in_turns(
             page, title, executed, origins, folder, env, timeout, _native_log(log_folder, page, framework),
             require_python(framework), slots, expected_seconds(page, framework, cache), abandon,
             clocks_allowed=not page.untimed)
@@ -404,18 +411,19 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
                 )
                 _remember_seconds(cache, f"{page.path.name}#{framework}", seconds)
     return PartRun(framework, executed, origins, seconds, alone_cells=turns.alone_cells,
-                   alone_seconds=turns.alone_seconds, cpu_seconds=turns.cpu_seconds)
+                   alone_seconds=turns.alone_seconds, cpu_seconds=cpu)
 
 
 def _run_in_turns(page: Page, title: str, notebook: Any, origins: list[int | None], cwd: Path,
                   env: dict[str, str], timeout: int, native_log: Path | None, python: str | None, slots: Slots,
-                  priority: float, abandon: threading.Event | None, clocks_allowed: bool) -> tuple[float, Turns]:
+                  priority: float, abandon: threading.Event | None, clocks_allowed: bool) -> tuple[float, float | None, Turns]:
     """Run a part's ``notebook`` in a kernel of its own that takes its turns at the machine's
     ``slots``: on a timed page outside the test build (:func:`runs_alone`), each cell that
     times something (:func:`rosetta_book.timed_cells.timed_cells`) runs alone. The kernel
     watches its clocks, and a cell that read one the scan did not find (or any, where
-    clocks are not ``clocks_allowed``) stops the part. Returns the seconds it took and its
-    turns (how many cells ran alone, and for how long)."""
+    clocks are not ``clocks_allowed``) stops the part. Returns the seconds it took, the CPU
+    seconds its kernel used (:func:`kernel_cpu_seconds`) and its turns (how many cells ran
+    alone, and for how long)."""
     timed = timed_cells([cell.source if cell.cell_type == "code" else "" for cell in notebook.cells])
     alone = [bool(reasons) and runs_alone(page.untimed) for reasons in timed]
 
@@ -434,8 +442,7 @@ def _run_in_turns(page: Page, title: str, notebook: Any, origins: list[int | Non
             check_clock_reads(notebook, read_clock_log(clock_log), timed, clocks_allowed, named, title)
         except ClockOutsideItsWindow as error:
             raise PageExecutionError(str(error)) from None
-    turns.cpu_seconds = cpu
-    return seconds, turns
+    return seconds, cpu, turns
 
 
 def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIMEOUT,
@@ -456,7 +463,7 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
         "from rosetta_proof.equivalence import gated_count as _rosetta_gated\n"
         f"open({str(counted)!r}, 'w').write(str(_rosetta_gated()))\n"
         "del _rosetta_gated"))
-    seconds, turns = _run_in_turns(page, "comparison", notebook, origins, page.path.parent,
+    seconds, cpu, _ = _run_in_turns(page, "comparison", notebook, origins, page.path.parent,
                                kernel_environment("none", results_folder), timeout,
                                _native_log(log_folder, page, "comparisons"), None, slots or Slots(1),
                                expected_seconds(page, "comparisons", cache), None, clocks_allowed=False)
@@ -465,7 +472,7 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
         with CACHE_LOCK:
             _remember_seconds(cache, f"{page.path.name}#comparisons", seconds)
     return PartRun("comparisons", notebook, origins, seconds, verdicts=int(counted.read_text()),
-                   cpu_seconds=turns.cpu_seconds)
+                   cpu_seconds=cpu)
 
 
 def run_parts(run: Callable[[str], Any], frameworks: list[str], at_once: int) -> list[Any]:
@@ -518,18 +525,14 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
                 failed.set()
                 raise
             part.environment = dict(read_tab_results(results_file(folder, framework))["environment"])
-            alone = (f", {part.alone_cells} cell{'s' * (part.alone_cells != 1)} alone for "
-                     f"{part.alone_seconds:.1f} s" if part.alone_cells else "")
-            cpu = f", {part.cpu_seconds:.1f} CPU-s" if part.cpu_seconds is not None else ""
             log(f"{page.name}: {framework} part {'from the cache' if part.cached else 'executed'} "
-                f"({part.seconds:.1f} s{cpu}{alone})")
+                f"({part.spent()})")
             return part
 
         executed.parts.extend(run_parts(run, frameworks, len(frameworks)))  # each waits for its slot
         if page.has_comparisons() or (page.comparison_part() and not frameworks):
             part = run_comparisons(page, Path(folder), timeout, log_folder, slots, cache)
-            cpu = f", {part.cpu_seconds:.1f} CPU-s" if part.cpu_seconds is not None else ""
-            log(f"{page.name}: comparisons executed ({part.seconds:.1f} s{cpu})")
+            log(f"{page.name}: comparisons executed ({part.spent()})")
             executed.parts.append(part)
     filled: set[int] = set()
     for part in reversed(executed.parts):  # the comparison run first: its shared outputs win
