@@ -220,3 +220,31 @@ def test_every_download_of_the_book_has_one_install_line_that_names_its_imports(
         assert built is (framework == "chainer"), (page, line)
         assert line.count("setuptools") == (framework == "chainer"), (page, line)
     assert "flatbuffers" in lines["saving_and_devices", "jax"]
+
+
+FOLDED = myst_page(
+    "Folded",
+    code_cell("y = 1", "pytorch"),
+    code_cell("kept = y + 1\nprint(kept)", "pytorch, for-comparison"),
+    code_cell("print(y)", "pytorch"),
+    front_matter_extra="frameworks: [pytorch]\n",
+)
+
+
+def test_a_download_runs_its_for_comparison_cells_last_under_a_heading_of_their_own(write_page):
+    notebook = download_notebook(Page.read(write_page("folded.md", FOLDED)), "pytorch")
+    sources = [cell.source for cell in notebook.cells]
+    assert sources[-3:-1] == ["print(y)", sources[-2]] and sources[-2].startswith("## Optional:")
+    assert sources[-1] == "kept = y + 1\nprint(kept)" and "tags" not in notebook.cells[-1].metadata
+    assert sources.index("y = 1") < sources.index("print(y)")
+
+
+def test_a_cell_that_reads_what_a_for_comparison_cell_binds_is_refused(write_page):
+    path = write_page("reads.md", FOLDED.replace("print(y)", "print(kept)"))
+    line = FOLDED.splitlines().index("print(y)")  # the reading cell's fence
+    with pytest.raises(PageError, match=rf"reads\.md:{line}: the pytorch cell reads 'kept', which the "
+                                        r"for-comparison cell at line \d+ binds"):
+        Page.read(path)
+    untagged = FOLDED.replace("pytorch, for-comparison", "for-comparison")
+    with pytest.raises(PageError, match="tagged 'for-comparison' with no framework"):
+        Page.read(write_page("untagged.md", untagged))

@@ -206,3 +206,22 @@ def test_pages_run_their_parts_side_by_side_and_a_failed_page_keeps_the_others_c
     assert times_run(runs) == {"one-jax": 1, "one-pytorch": 1, "two-jax": 1, "two-pytorch": 1}
     for name in ("one", "two"):
         assert "met" in soup(tmp_path / "src" / "_build" / f"{name}.html").select("div.cell_output")[0].get_text()
+
+
+def test_for_comparison_cells_form_a_folded_tab_set_of_their_own(tmp_path):
+    page = myst_page(
+        "Folded",
+        code_cell("y = 1", "pytorch"),
+        code_cell("y = 2", "jax"),
+        code_cell("kept = y + 1\nprint(kept)", "pytorch, for-comparison"),
+        code_cell("kept = y + 2\nprint(kept)", "jax, for-comparison"),
+        front_matter_extra="frameworks: [pytorch, jax]\n",
+    )
+    done = build_sphinx(tmp_path / "src", {"folded": page})
+    assert done.returncode == 0, done.stderr
+    first, second = tab_sets(tmp_path / "src" / "_build" / "folded.html")
+    assert "y = 1" in first.get_text() and "kept" not in first.get_text()
+    assert "kept = y + 1" in second.get_text()
+    (folded,) = soup(tmp_path / "src" / "_build" / "folded.html").select("details.rosetta-comparison")
+    assert "computes for the comparison" in folded.summary.get_text()
+    assert "kept" in folded.select_one("div.sd-tab-set").get_text()  # the tab set sits in the fold

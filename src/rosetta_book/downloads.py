@@ -27,7 +27,7 @@ import rosetta_utils
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
 from rosetta_utils.frameworks import REGISTRY
 
-from .page import Page, PageError
+from .page import Page, PageError, is_for_comparison
 
 #: Where the built site serves the downloads, relative to its root.
 SITE_FOLDER = "downloads"
@@ -38,6 +38,14 @@ UTILS_WHEEL = f"rosetta_utils-{rosetta_utils.__version__}-py3-none-any.whl"
 #: Import names whose distribution on the package registry is named otherwise.
 DISTRIBUTIONS = {"PIL": "Pillow", "_distutils_hack": "setuptools", "sklearn": "scikit-learn", "yaml": "pyyaml", "cv2": "opencv-python",
                  "google": "protobuf"}
+
+#: The heading and note of a download's optional last part: its ``for-comparison`` cells.
+LAST_PART = (
+    "## Optional: what the comparison across frameworks reads\n\n"
+    "*The page sets this part's results beside the other frameworks'. The cells below "
+    "compute, from this part's objects, what that comparison reads, and print it; "
+    "nothing above needs them.*"
+)
 
 #: The reader's library's folder, whose modules a download imports.
 UTILS_FOLDER = Path(rosetta_utils.__file__).parent
@@ -225,7 +233,8 @@ def download_notebook_with_origins(page: Page, framework: str,
     """The download, and for each of its cells the index of the page cell it comes
     from (``None`` for the cells the download opens with: its note, the check that its
     packages are installed and, on a page that borrows another's code, that code;
-    ``with_opening=False`` leaves them out)."""
+    ``with_opening=False`` leaves them out; and for the heading of its optional last
+    part, which holds the part's ``for-comparison`` cells in page order)."""
     import nbformat
 
     indexes = page.framework_part(framework)  # raises for a framework the page does not declare
@@ -234,7 +243,8 @@ def download_notebook_with_origins(page: Page, framework: str,
     notebook.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     notebook.metadata["language_info"] = {"name": "python"}
     cells, origins = [], []
-    for index in indexes:
+    last_part = [index for index in indexes if is_for_comparison(page.notebook.cells[index])]
+    for index in [index for index in indexes if index not in last_part]:
         origins.append(index)
         cell = page.notebook.cells[index]
         metadata = {}
@@ -269,6 +279,12 @@ def download_notebook_with_origins(page: Page, framework: str,
         borrowed = page.borrowed_cell(framework)
         if borrowed is not None:
             opening.append(nbformat.v4.new_code_cell(borrowed))
+    if last_part:
+        cells.append(nbformat.v4.new_markdown_cell(LAST_PART))
+        origins.append(None)
+        for index in last_part:
+            cells.append(nbformat.v4.new_code_cell(page.notebook.cells[index].source))
+            origins.append(index)
     first_heading = next((i for i, c in enumerate(cells) if c.cell_type == "markdown"), -1)
     cells[first_heading + 1:first_heading + 1] = opening
     origins[first_heading + 1:first_heading + 1] = [None] * len(opening)

@@ -13,6 +13,13 @@ A page is one MyST notebook. Its cells play one of three roles:
   and are in no download. Prose that only introduces a comparison carries
   the tag too (``+++ {"tags": ["comparison"]}`` above it in MyST).
 
+A framework's cell that computes only what the comparisons read, from that
+framework's objects, carries ``for-comparison`` beside its framework
+(``:tags: [pytorch, for-comparison]``). It runs where it stands, in its
+framework's part; the page folds it, and a download moves it to an optional
+last part, where it prints what it computed. So no later cell of the part may
+read what it binds (:meth:`Page.check` refuses one that does).
+
 The front matter declares the page's frameworks (``frameworks: [...]``,
 default all five) and the names each framework part leaves for the
 comparisons (``tab_results: [...]``). A page built on another page's code
@@ -39,6 +46,8 @@ from rosetta_utils.frameworks import UnknownFrameworkError, parse_framework_list
 
 #: Tag of the cells that only compare frameworks.
 COMPARISON = "comparison"
+#: Tag, beside a framework's, of a cell that computes only what the comparisons read.
+FOR_COMPARISON = "for-comparison"
 SHARED = "shared"
 
 
@@ -70,6 +79,11 @@ def cell_role(cell: Any) -> str:
     if frameworks:
         return frameworks[0]
     return COMPARISON if COMPARISON in tags else SHARED
+
+
+def is_for_comparison(cell: Any) -> bool:
+    """Whether a framework's cell computes only what the comparisons read."""
+    return FOR_COMPARISON in cell_tags(cell)
 
 
 def cell_line(notebook: Any, index: int) -> int:
@@ -255,6 +269,32 @@ class Page:
             if frameworks and frameworks[0] not in declared:
                 raise PageError(f"{self.where(index)}: a cell is tagged {frameworks[0]!r}, which this "
                                 f"page does not declare (frameworks: {', '.join(declared)})")
+            if FOR_COMPARISON in tags and not frameworks:
+                raise PageError(f"{self.where(index)}: a cell is tagged {FOR_COMPARISON!r} with no "
+                                "framework; tag it with the framework whose part computes it")
+        for framework in self.tagged_frameworks():
+            self._check_for_comparison(framework)
+
+    def _check_for_comparison(self, framework: str) -> None:
+        """Refuse a later cell of ``framework``'s part that reads a name a
+        ``for-comparison`` cell binds: the download runs that cell last."""
+        from .unread_lines import bound_and_read
+
+        moved: dict[str, int] = {}
+        for index in self.framework_part(framework):
+            cell = self.notebook.cells[index]
+            if cell.cell_type != "code":
+                continue
+            bound, read = bound_and_read(cell.source)
+            if is_for_comparison(cell):
+                moved.update(dict.fromkeys(bound, index))
+                continue
+            for name in sorted(read & moved.keys()):
+                raise PageError(f"{self.where(index)}: the {framework} cell reads {name!r}, which the "
+                                f"{FOR_COMPARISON} cell at line {cell_line(self.notebook, moved[name])} "
+                                "binds; a download runs that cell last, so compute it in a cell of the part")
+            for name in bound:
+                moved.pop(name, None)
 
     def check_framework(self, framework: str) -> str:
         if framework not in FRAMEWORKS:

@@ -17,7 +17,9 @@ page, line, framework and name.
 
 Tabs. After MyST-NB rendered a page, every run of consecutive tagged cells
 becomes one sphinx-design tab set in the ``framework`` sync group, tabs always
-in the book's order, each holding its cells' code and outputs. Choosing a tab
+in the book's order, each holding its cells' code and outputs; a run of
+``for-comparison`` cells becomes a tab set of its own, folded like the
+comparison cells. Choosing a tab
 switches every tab set on the page, persists to the next page, and
 ``?framework=jax`` in the URL selects it.
 
@@ -59,7 +61,7 @@ from .build_report import (EXECUTION_HEADERS, banner_text, comparison_caption, d
                            execution_rows, front_matter_list, gated_line, gated_verdicts, where_it_ran)
 from .environments import check_registry
 from .name_check import check_page
-from .page import Page, PageError
+from .page import FOR_COMPARISON, Page, PageError
 
 LOGGER = logging.getLogger(__name__)
 #: Beside the site (``_build/``): how many verdicts each page of the build gated, which
@@ -68,6 +70,8 @@ GATED_LEDGER = "verdicts-gated.json"
 #: Front matter ``rosetta_execute: every-build``: see :func:`_every_build_pages`.
 EVERY_BUILD = "every-build"
 SYNC_GROUP = "framework"
+#: The caption of a folded tab set of ``for-comparison`` cells.
+FOR_COMPARISON_CAPTION = "What each framework's part computes for the comparison"
 _TAGS_LINE = re.compile(r"^(?P<indent>\s*):tags:\s*\[(?P<tags>[^\]]*)\]\s*$")
 _CELL_OPEN = re.compile(r"^\s*(`{3,}|~{3,})\{code-cell\}")
 
@@ -210,6 +214,10 @@ def _cell_framework(cell: nodes.container) -> str | None:
     return found[0] if found else None
 
 
+def _for_comparison(cell: nodes.container) -> bool:
+    return FOR_COMPARISON in cell.get("cell_metadata", {}).get("tags", [])
+
+
 def declared_frameworks(app: Sphinx, docname: str) -> tuple[str, ...]:
     """The frameworks a page declares in its front matter (``frameworks:``), default all."""
     from rosetta_utils.frameworks import parse_framework_list
@@ -256,8 +264,9 @@ def _regroup(parent: nodes.Element, declared: tuple[str, ...]) -> None:
             index += 1
             continue
         run: list[nodes.container] = []
+        folded = _for_comparison(children[index])
         while index < len(children) and _is_code_cell(children[index]):
-            if _cell_framework(children[index]) is None:
+            if _cell_framework(children[index]) is None or _for_comparison(children[index]) != folded:
                 break
             run.append(children[index])
             index += 1
@@ -281,6 +290,10 @@ def _regroup(parent: nodes.Element, declared: tuple[str, ...]) -> None:
         for cell in run:
             parent.remove(cell)
         parent.insert(position, tab_set)
+        if folded:  # what each part computes for the comparisons, folded as they are
+            parent.insert(position, nodes.raw("", '<details class="rosetta-comparison"><summary>'
+                                              f"{html.escape(FOR_COMPARISON_CAPTION)}</summary>", format="html"))
+            parent.insert(position + 2, nodes.raw("", "</details>", format="html"))
 
 
 def _download_line(app: Sphinx, docname: str, declared: tuple[str, ...]) -> nodes.container:

@@ -103,6 +103,19 @@ def _definition_bodies(statement: ast.stmt) -> Iterable[ast.AST]:
             yield child
 
 
+def bound_and_read(source: str) -> tuple[set[str], set[str]]:
+    """The module-level names a cell binds and every name it reads (function bodies
+    included); two empty sets for a cell that is not valid Python."""
+    try:
+        tree = ast.parse(_code_of(source))
+    except SyntaxError:
+        return set(), set()
+    bound: set[str] = set()
+    for statement in tree.body:
+        bound |= _bound_names(statement)
+    return bound, _read_names(tree)
+
+
 def unread_statements(sources: list[str]) -> list[UnreadStatement]:
     """The top-level statements of ``sources`` (a download's code cells, in order) whose
     bound names nothing downstream reads (see the module docstring). A cell that is not
