@@ -277,3 +277,18 @@ def test_only_parts_whose_times_nobody_reads_keep_their_compiled_programs(
         assert any(jax_folder.iterdir()), "the part's programs were kept"
     else:
         assert outputs_of(executed.notebook)[0].startswith("None None\n") and not jax_folder.exists()
+
+def test_a_name_only_some_parts_leave_is_read_from_those_parts_alone(write_page):
+    text = myst_page(
+        "Some",
+        code_cell("value = 1\nextra = 'torch only'", "pytorch"),
+        code_cell("value = 2", "jax"),
+        code_cell("from rosetta_proof.tab_results import load_tab_results\n"
+                  "print({fw: run.get('extra') for fw, run in load_tab_results().items()})", "comparison"),
+        front_matter_extra=FRONT + "tab_results_by_framework: {pytorch: [extra]}\n",
+    )
+    executed = execute_page(Page.read(write_page("some.md", text)), ["pytorch", "jax"], log=lambda line: None)
+    assert outputs_of(executed.notebook)[-1] == "{'pytorch': 'torch only', 'jax': None}\n"
+    missing = write_page("missing.md", text.replace("extra = 'torch only'", "pass"))
+    with pytest.raises(PageExecutionError, match="the pytorch part never defines 'extra'"):
+        execute_page(Page.read(missing), ["pytorch", "jax"], log=lambda line: None)

@@ -126,7 +126,7 @@ def load_chapter(path: str | Path, framework: str, until: str | None = None) -> 
 def tab_results_of(path: str | Path, framework: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     """What the page's comparisons read from ``framework``'s part, taken from its namespace."""
     page = _read(path)
-    return collect_tab_results(namespace, page.tab_results, framework, page=str(page.path))
+    return collect_tab_results(namespace, page.tab_results_for(framework), framework, page=str(page.path))
 
 
 #: Names the folder of a book build's execution caches (``_build/.jupyter_cache``): where

@@ -22,7 +22,8 @@ read what it binds (:meth:`Page.check` refuses one that does).
 
 The front matter declares the page's frameworks (``frameworks: [...]``,
 default all five) and the names each framework part leaves for the
-comparisons (``tab_results: [...]``). A page built on another page's code
+comparisons (``tab_results: [...]``, and ``tab_results_by_framework: {...}`` for
+names only some parts leave). A page built on another page's code
 declares it (``borrows: {page: cifar10_cnn.md, until: Training, name:
 CIFAR_CODE}``, or a list of such entries for several pages): each of its
 framework parts then opens with a cell that sets each ``name`` to the text of
@@ -156,6 +157,12 @@ class Page:
     def tab_results(self) -> tuple[str, ...]:
         """The names every framework part must leave for the comparison cells."""
         return tuple(_front_matter_list(self.notebook, "tab_results") or ())
+
+    def tab_results_for(self, framework: str) -> tuple[str, ...]:
+        """The names ``framework``'s part must leave: every part's (``tab_results``), then
+        those only some parts compute (front matter ``tab_results_by_framework: {pytorch:
+        [padding_mistake]}``: a measurement one framework makes for all)."""
+        return self.tab_results + self._per_framework_lists("tab_results_by_framework").get(framework, ())
 
     def _per_framework_lists(self, key: str) -> dict[str, tuple[str, ...]]:
         value = self.notebook.metadata.get(key) or {}

@@ -235,7 +235,7 @@ def _save_cell(page: Page, framework: str, folder: Path) -> Any:
 
     return nbformat.v4.new_code_cell(
         "from rosetta_proof.tab_results import save_namespace_results as _rosetta_save\n"
-        f"_rosetta_save(globals(), {list(page.tab_results)!r}, {framework!r}, {str(page.path)!r}, {str(folder)!r})\n"
+        f"_rosetta_save(globals(), {list(page.tab_results_for(framework))!r}, {framework!r}, {str(page.path)!r}, {str(folder)!r})\n"
         "del _rosetta_save"
     )
 
