@@ -70,3 +70,28 @@ def test_a_nan_anywhere_in_a_mapping_is_a_difference():
     nan_gradient = {"value": np.ones(2), "gradient": np.array([1.0, np.nan])}
     assert np.isnan(max_abs_difference(nan_gradient, same))
     assert verdict(max_abs_difference(nan_gradient, same), 1e-5).startswith("DIFFERS")
+
+
+def test_each_tensor_is_held_to_its_own_scale():
+    """A tensor whose values are a thousandth of another's is judged against its own: 3%
+    off there fails, though it is far below the large tensor's bound."""
+    from rosetta_proof.equivalence import tensor_ratios, worst_tensor
+
+    reference = {"large": np.full(4, 1.0), "small": np.full(2, 1e-3)}
+    close = {"large": reference["large"] * (1 + 1e-4), "small": reference["small"] * (1 + 1e-4)}
+    ratios = tensor_ratios(close, reference, relative=1e-3)
+    assert worst_tensor(ratios)[1] == pytest.approx(0.1)
+    planted = dict(close, small=reference["small"] * 1.03)
+    assert worst_tensor(tensor_ratios(planted, reference, relative=1e-3)) == ("small", pytest.approx(30))
+
+
+def test_a_floor_covers_rounding_where_the_scale_says_nothing():
+    from rosetta_proof.equivalence import bound_ratios
+
+    ratios = bound_ratios({"still": 1e-9, "moved": 2e-9}, {"still": 0.0, "moved": 1e-3}, relative=1e-3,
+                          floors={"still": 2e-9, "moved": 0.0})
+    assert ratios == {"still": pytest.approx(0.5), "moved": pytest.approx(2e-3)}
+    assert bound_ratios({"w": 1e-12}, {"w": 0.0}, relative=1e-3) == {"w": float("inf")}
+    assert bound_ratios({"w": 0.0}, {"w": 0.0}, relative=1e-3) == {"w": 0.0}
+    with pytest.raises(ValueError, match="different tensors"):
+        bound_ratios({"a": 0.0}, {"b": 1.0}, relative=1e-3)

@@ -16,6 +16,9 @@ import numpy as np
 
 
 
+#: float32's unit roundoff: the largest relative error of one rounding to float32.
+UNIT_ROUNDOFF = 2.0**-24
+
 #: Verdicts that pass: a check that held, and the row every other is compared with.
 AGREES, REFERENCE = "agrees", "reference"
 
@@ -65,6 +68,50 @@ def verdict(difference: float, tolerance: float) -> str:
     if not np.isfinite(difference) or difference > tolerance:
         return f"DIFFERS ({difference:.3g} > {tolerance:g})"
     return AGREES
+
+
+def tensor_ratios(
+    first: Mapping[str, Any], second: Mapping[str, Any], relative: float, floors: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """Per tensor of two mappings of arrays with the same names: ``max|first − second|``
+    over that tensor's own bound, ``relative · max|second| + floors[name]`` (see
+    :func:`bound_ratios`). NaN where either holds a NaN."""
+    from rosetta_utils.differences import max_abs_difference
+
+    if set(first) != set(second):
+        raise ValueError(f"the two sets of arrays differ in names: {sorted(set(first) ^ set(second))}")
+    differences = {name: max_abs_difference(first[name], second[name]) for name in second}
+    scales = {name: float(np.max(np.abs(np.asarray(second[name], np.float64)), initial=0.0)) for name in second}
+    return bound_ratios(differences, scales, relative, floors)
+
+
+def bound_ratios(
+    differences: Mapping[str, float], scales: Mapping[str, float], relative: float,
+    floors: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Per tensor: its largest difference over its own bound, ``relative · scales[name] +
+    floors[name]`` (the floor: what float32 rounding alone allows where the tensor's
+    scale says nothing, e.g. the rounding of the weights an update was taken from). Each
+    tensor is held to its own scale, so a small tensor's error is never diluted by the
+    largest value of another. A ratio of at most 1 is within the bound."""
+    if set(differences) != set(scales):
+        raise ValueError(f"differences and scales name different tensors: {sorted(set(differences) ^ set(scales))}")
+    ratios = {}
+    for name, difference in differences.items():
+        bound = relative * float(scales[name]) + float((floors or {}).get(name, 0.0))
+        if bound <= 0:
+            ratios[name] = 0.0 if difference == 0 else float("inf")
+        else:
+            ratios[name] = float(difference) / bound
+    return ratios
+
+
+def worst_tensor(ratios: Mapping[str, float]) -> tuple[str, float]:
+    """The tensor of :func:`tensor_ratios` furthest from agreement (a NaN first), and its ratio."""
+    if not ratios:
+        raise ValueError("no tensors to compare")
+    name = max(ratios, key=lambda key: (np.isnan(ratios[key]), ratios[key]))
+    return name, ratios[name]
 
 
 def equivalence_table(
