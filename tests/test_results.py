@@ -98,6 +98,7 @@ def lesson_record(framework="pytorch", device="NVIDIA H200", setting="cudnn.benc
                   profile="full", commit=None, date="2026-11-30T10:00:00+00:00", metrics=None, **config):
     return {"task": "lesson-autotuning", "framework": framework, "versions": {"torch": "2.11.0", "Python": "3.12.3"},
             "device": device, "profile": profile, "commit": commit or git_commit(), "date": date,
+            "verdicts": {"ran on the device it was meant for": {framework: "agrees"}}, "held": True,
             "config": {"network": "cifar10", "batch": 64, "setting": setting, **config},
             "metrics": {"first_step_seconds": 1.5, "median_seconds": 0.002, "iqr_seconds": 0.0001,
                         "bitwise_equal_runs": True} if metrics is None else metrics}
@@ -178,11 +179,54 @@ def test_gpu_lesson_rows_read_only_their_task(lesson_folders):
     assert [row[:3] for row in rows] == [["pytorch", "NVIDIA H200", "cudnn.benchmark on"]]
 
 
-def test_verdicts_are_kept_beside_the_metrics_only_when_given(tmp_path):
+def test_a_record_carries_its_verdicts_and_whether_they_held(tmp_path):
+    """Given verdicts are kept as given; by default a record carries the checks this process
+    gated (a page's comparison cells record after their require calls)."""
+    from rosetta_proof.equivalence import require
+
     checked = record_result("cifar10", "jax", {"seconds_per_epoch": 1.0}, versions={}, device="gpu:0 (NVIDIA H200)",
-                            folder=tmp_path, verdicts={"equivalence with PyTorch": {"jax": "agrees"}})
-    plain = record(tmp_path)
+                            folder=tmp_path, verdicts={"equivalence with PyTorch": {"jax": "agrees"}}, held=True)
+    require({"jax": "agrees"}, "a check of this test")
+    gated = record(tmp_path)
     lines = [json.loads(line) for line in (tmp_path / "cifar10.jsonl").read_text().splitlines()]
     assert lines[0]["verdicts"] == {"equivalence with PyTorch": {"jax": "agrees"}} == checked["verdicts"]
-    assert "verdicts" not in plain and "verdicts" not in lines[1]
+    assert lines[0]["held"] is True
+    assert lines[1]["verdicts"]["a check of this test"] == {"jax": "agrees"} and lines[1]["held"] is True
+    assert gated == {**lines[1]}
     assert [r["framework"] for r in load_results([tmp_path]).records] == ["jax", "pytorch"]
+
+
+@pytest.mark.parametrize("verdicts, held, why", [
+    (None, None, "no verdicts"),
+    ({"comparison cells": "not run: the jax part(s) did not complete"}, False, "incomplete run: not run: the jax"),
+    ({"equivalence with PyTorch": {"jax": "logits: DIFFERS (0.002 > 0.0001)"}}, False,
+     "failed verdicts: equivalence with PyTorch: jax: logits: DIFFERS"),
+])
+def test_a_record_whose_verdicts_did_not_hold_is_never_shown_as_a_result(lesson_folders, verdicts, held, why):
+    """Every display of a record reads its verdicts: a failed, incomplete or unchecked run
+    shows no numbers, and says why, with its file and line."""
+    from rosetta_proof.record_tables import results_rows, task_overview
+
+    build, curated = lesson_folders
+    shown = lesson_record(setting="cudnn.benchmark off")
+    hidden = {key: value for key, value in lesson_record(date="2026-12-01T10:00:00+00:00").items()
+              if key not in ("verdicts", "held")}
+    if verdicts is not None:
+        hidden.update(verdicts=verdicts, held=held)
+    path = write_lines(curated, shown, hidden)
+    _, rows = gpu_lesson_rows("lesson-autotuning", config=LESSON_CONFIG, metrics=LESSON_METRICS)
+    by_setting = {row[4]: row for row in rows}
+    assert by_setting["cudnn.benchmark off"][5:9] == [1.5, 0.002, 0.0001, True]
+    failed = by_setting["cudnn.benchmark on"]
+    assert failed[5:9] == ["-"] * 4 and failed[-1].startswith(f"not a result: {why}")
+    assert failed[-1].endswith(f"({path}:2)")
+    gpu_run = {**hidden, "task": "cifar10", "metrics": {"images_per_second": 40000.0}}
+    write_lines(curated, gpu_run)
+    (curated / "lesson-autotuning.jsonl").rename(curated / "cifar10.jsonl")
+    table = load_results([curated])
+    rows = results_rows(table.records, "full", git_commit(), curated_folder=curated)
+    (row,) = [row for row in rows if row.framework == "pytorch"]
+    assert row.standing.startswith(why) and row.cells()[6] == "-"
+    _, overview = task_overview("cifar10", rows)
+    (pytorch,) = [line for line in overview if line[0] == "pytorch"]
+    assert pytorch[5] == "not a result" and why in pytorch[6] and "40,000" not in " ".join(map(str, pytorch))

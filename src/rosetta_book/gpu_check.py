@@ -508,7 +508,7 @@ def _check_page(path: Path, frameworks: list[str], kinds: Mapping[str, str], gpu
         outcome.records.append(record_result(
             page.results_task, framework, {**chapter_metrics(run.results), "part_seconds": round(run.seconds, 2)},
             versions=environment["versions"], device=environment["device"], config=config,
-            folder=results_folder, verdicts=comparisons.verdicts()))
+            folder=results_folder, verdicts=comparisons.verdicts(), held=comparisons.passed))
         held = "held" if comparisons.passed else ("not run" if comparisons.not_run else "FAILED")
         outcome.summary.append(f"{page.name:<34} {framework:<8} {run.seconds:>7.1f} s  {environment['device']}; "
                                f"verdicts {held}")

@@ -31,6 +31,9 @@ class VerdictFailed(AssertionError):
 #: :func:`rosetta_proof.translation_checks.check_concepts` for the tables' rows): the
 #: build reads it after a page's comparisons and counts them per page.
 _GATED = [0]
+#: The checks :func:`require` gated in this process, in order: what a record of the
+#: numbers they checked carries (:func:`rosetta_proof.records.record_result`).
+_CHECKS: list[dict[str, Any]] = []
 
 
 def count_gated(verdicts: int) -> None:
@@ -43,6 +46,12 @@ def gated_count() -> int:
     return _GATED[0]
 
 
+def gated_checks() -> list[dict[str, Any]]:
+    """Every check :func:`require` gated in this process: ``{"check", "verdicts",
+    "passed"}``, in order."""
+    return [dict(check, verdicts=dict(check["verdicts"])) for check in _CHECKS]
+
+
 def require(verdicts: Mapping[str, str], check: str, passing: Sequence[str] = (AGREES, REFERENCE)) -> None:
     """Stop the page unless every verdict passed. ``verdicts`` maps what was checked (a
     framework, a row) to its verdict, whose text names the quantity, the measured value
@@ -50,6 +59,8 @@ def require(verdicts: Mapping[str, str], check: str, passing: Sequence[str] = (A
     checked. The error names each failing item with its verdict."""
     count_gated(len(verdicts))
     failing = {str(name): str(text) for name, text in verdicts.items() if text not in passing}
+    _CHECKS.append({"check": str(check), "verdicts": {str(k): str(v) for k, v in verdicts.items()},
+                    "passed": not failing})
     if failing:
         raise VerdictFailed(f"{check} failed for {', '.join(failing)}: "
                             + "; ".join(f"{name}: {text}" for name, text in failing.items()))

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import REGISTRY
 from rosetta_utils.tasks import REGISTRY as TASK_REGISTRY
+from .records import standing
 
 #: Metric names, in order of preference, for each column of the results table.
 TIME_METRICS = ("seconds_per_epoch", "seconds_per_1000_images", "part_seconds")
@@ -43,8 +44,12 @@ class ResultRow:
     date: str
     commit: str
     label: str  # "" when the record is from this build's profile and commit
+    standing: str = ""  # why it is no result (rosetta_proof.records.standing), "" if it is
 
     def cells(self) -> list[Any]:
+        if self.standing:  # its numbers are not shown: its verdicts did not hold
+            return [self.task, self.framework, self.device, self.profile, self.source, "-", "-", "-",
+                    self.date[:10], self.commit, f"not a result: {self.standing}"]
         time = f"{self.time[1]:.3g} ({self.time[0].replace('_', ' ')})" if self.time else "-"
         rate = f"{self.rate[1]:,.1f} ({self.rate[0].replace('_', ' ')})" if self.rate else "-"
         accuracy = f"{self.accuracy:.4f}" if self.accuracy is not None else "-"
@@ -96,7 +101,7 @@ def results_rows(records: Iterable[dict[str, Any]], profile: str, commit: str,
             task, framework, device, record_profile, source,
             _first(record["metrics"], TIME_METRICS), _first(record["metrics"], RATE_METRICS),
             accuracy[1] if accuracy else None, str(record["date"]), _base_commit(record["commit"]),
-            label_of(record, profile, commit)))
+            label_of(record, profile, commit), standing(record)))
     return rows
 
 
@@ -159,11 +164,12 @@ def gpu_lesson_rows(task: str, config: Iterable[str], metrics: Iterable[str],
     rows = []
     for (framework, device, _), record in sorted(
             newest.items(), key=lambda item: order.get(item[0][0], len(order))):  # stable: file order within
+        why_not = standing(record)  # a record whose verdicts did not hold shows no numbers
         rows.append([framework, device,
                      *(_cell(record.get("config"), name) for name in config),
-                     *(_cell(record["metrics"], name) for name in metrics),
+                     *("-" if why_not else _cell(record["metrics"], name) for name in metrics),
                      _versions_cell(record.get("versions")), str(record["date"])[:10],
-                     label_of(record, profile, commit) or "current"])
+                     f"not a result: {why_not}" if why_not else label_of(record, profile, commit) or "current"])
     return headers, rows
 
 
@@ -172,7 +178,10 @@ RATE_UNITS = {name: task.unit for name, task in TASK_REGISTRY.items()}
 
 
 def _series_cell(row: ResultRow | None) -> tuple[Any, str]:
-    """A rate and the label that says where it was measured: device, profile, date."""
+    """A rate and the label that says where it was measured: device, profile, date; or,
+    for a record whose verdicts did not hold, no rate and why."""
+    if row is not None and row.standing:
+        return "not a result", f"{row.device}, {row.date[:10]}: {row.standing}"
     if row is None or row.rate is None:
         return "-", "-"
     where = f"{row.device}, {row.profile}, {row.date[:10]}"
@@ -193,7 +202,7 @@ def task_overview(task: str, rows: Iterable[ResultRow], published: Any = None) -
     build: dict[str, ResultRow] = {}
     gpu: dict[str, ResultRow] = {}
     for row in rows:
-        if row.task != task or row.rate is None:
+        if row.task != task or (row.rate is None and not row.standing):
             continue
         if row.source == "this build":
             chosen = build

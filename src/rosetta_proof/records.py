@@ -77,13 +77,18 @@ def record_result(
     config: Mapping[str, Any] | None = None,
     folder: Path | None = None,
     verdicts: Mapping[str, Any] | None = None,
+    held: bool | None = None,
 ) -> dict[str, Any]:
     """Append one record to ``<folder>/<task>.jsonl`` and return it.
 
     ``metrics`` holds the measured numbers; ``config`` what was measured
-    (batch size, layout, data source, ...); ``verdicts``, where given, the
-    correctness verdicts the numbers were checked with (the device check:
-    ``{check: {item: verdict}}`` from the page's comparisons), kept beside them.
+    (batch size, layout, data source, ...); ``verdicts`` the correctness verdicts
+    the numbers were checked with, ``{check: {item: verdict}}``, and ``held`` whether
+    they all passed (the device check gives both, from the page's comparisons). By
+    default they are the checks this process gated so far
+    (:func:`rosetta_proof.equivalence.gated_checks`: a page's comparison cells record
+    after their ``require`` calls). A record whose verdicts did not hold, or that has
+    none, is never shown as a result (:func:`standing`).
     """
     check_framework(framework)
     if not task or not task.replace("-", "").replace("_", "").isalnum():
@@ -99,8 +104,20 @@ def record_result(
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
     }
-    if verdicts is not None:
-        record["verdicts"] = dict(verdicts)
+    if verdicts is None:
+        from .equivalence import gated_checks
+
+        checks = gated_checks()
+        verdicts = {}
+        for check in checks:
+            name, number = check["check"], 2
+            while name in verdicts:
+                name, number = f"{check['check']} ({number})", number + 1
+            verdicts[name] = check["verdicts"]
+        if held is None:
+            held = bool(checks) and all(check["passed"] for check in checks)
+    record["verdicts"] = dict(verdicts)
+    record["held"] = bool(held) if held is not None else False
     if is_test_build():  # its parts shared the machine: its times are not measurements
         record["test_build"] = True
     try:
@@ -179,5 +196,28 @@ def load_results(folders: Iterable[Path] | None = None, task: str | None = None)
                         warnings.warn(message, CorruptRecordWarning, stacklevel=2)
                         continue
                     record["source"] = str(path)
+                    record["source_line"] = number
                     table.records.append(record)
     return table
+
+
+def standing(record: Mapping[str, Any]) -> str:
+    """``""`` for a record whose verdicts held, which may be shown as a result; else why
+    it may not, naming its file and line: no verdicts, a run that did not complete, or
+    the verdicts that failed."""
+    where = f" ({record.get('source', 'unsaved')}:{record.get('source_line', '?')})"
+    if record.get("held") is True:
+        return ""
+    verdicts = record.get("verdicts")
+    if not isinstance(verdicts, Mapping) or not verdicts:
+        return "no verdicts" + where
+    texts = [str(value) for value in verdicts.values() if isinstance(value, str)]
+    incomplete = [text for text in texts if text.startswith("not run")]
+    if incomplete:
+        return "incomplete run: " + incomplete[0] + where
+    failing = [text for text in texts if text.startswith("FAILED")]
+    for check, items in verdicts.items():
+        if isinstance(items, Mapping):
+            failing += [f"{check}: {item}: {text}" for item, text in items.items()
+                        if "DIFFERS" in str(text) or "FAILED" in str(text)]
+    return "failed verdicts: " + ("; ".join(failing[:2]) or "not all held") + where

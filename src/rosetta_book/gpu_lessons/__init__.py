@@ -166,14 +166,20 @@ def read_measurements(folder: Path) -> list[dict[str, Any]]:
 
 
 def _record(measurement: Mapping[str, Any], metrics: Mapping[str, Any], results_folder: Path,
-            driver: str | None) -> dict[str, Any]:
+            driver: str | None, incomplete: str | None = None) -> dict[str, Any]:
+    """The record of a measurement that ran on the device it was meant for (the check
+    it passed, :func:`_device_problem`); ``incomplete`` says what of it did not run."""
     from rosetta_proof.records import record_result
 
     versions = dict(measurement["versions"])
     if driver:
         versions["NVIDIA driver"] = driver
+    verdicts: dict[str, Any] = {"ran on the device it was meant for": {measurement["framework"]: "agrees"}}
+    if incomplete:
+        verdicts["the lesson's runs"] = f"not run: {incomplete}"
     return record_result(measurement["task"], measurement["framework"], metrics, versions=versions,
-                         device=measurement["device"], config=measurement["config"], folder=results_folder)
+                         device=measurement["device"], config=measurement["config"], folder=results_folder,
+                         verdicts=verdicts, held=not incomplete)
 
 
 def _device_problem(measurement: Mapping[str, Any], expected: str) -> str | None:
@@ -252,7 +258,8 @@ def run_lessons(book: Path, results_folder: Path, lessons: Iterable[str], framew
     for first in first_runs.values():  # a setting whose second run did not complete
         outcome.problems.append(f"GPU lesson autotuning {first['framework']} {first['config']['setting']}: "
                                 "the second run did not complete; recorded without comparing runs")
-        outcome.records.append(_record(first, first["metrics"], results_folder, driver))
+        outcome.records.append(_record(first, first["metrics"], results_folder, driver,
+                                       incomplete="the second run, to compare with, did not complete"))
     return outcome
 
 
