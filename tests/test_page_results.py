@@ -155,6 +155,13 @@ def test_a_task_pages_benchmark_table_is_the_newest_report_of_its_task(tmp_path)
     assert line.startswith("benchmark run of 2099-01-01 00:00 on AMD EPYC test, 2 cores, smoke profile")
     assert "a curated report, committed under results/" in line
     assert ", 3 rounds, every configuration taking turns, load average" in line
+    data = {result.get("data", "not recorded") for result in newer["frameworks"].values()}
+    assert line.endswith(f"; data: {'; '.join(sorted(data))}; weights: not recorded"), line
+    named = {**newer, "frameworks": {name: {**result, "data": "a stand-in", "weights": "drawn at random"}
+                                     for name, result in newer["frameworks"].items()}}
+    (curated / "bench-cifar10.json").write_text(json.dumps(named))
+    line, _, _ = task_bench_table("cifar10", build, curated)
+    assert line.endswith("; data: a stand-in; weights: drawn at random"), line
     in_turn = {**newer, "in_turn": [["pytorch"], ["jax"]], "in_turn_why": "a reason"}
     (curated / "bench-cifar10.json").write_text(json.dumps(in_turn))
     line, _, _ = task_bench_table("cifar10", build, curated)

@@ -292,8 +292,12 @@ def describe_bench_report(report: dict[str, Any], curated: Path) -> str:
     source = "a curated report, committed under results/" if from_curated else "this build's report"
     order = (f", frameworks timed one after another ({report['in_turn_why']})" if report.get("in_turn")
              else ", every configuration taking turns")
+    results = list(report.get("frameworks", {}).values())
+    data = "; ".join(sorted({str(result.get("data", "not recorded")) for result in results})) or "not recorded"
+    weights = "; ".join(sorted({str(result.get("weights", "not recorded")) for result in results})) or "not recorded"
     return (f"benchmark run of {str(report['started'])[:16]} on {where}, {report.get('profile', '?')} profile, "
-            f"{report.get('rounds', '?')} rounds{order}, load average {load[0]} before it ({source})")
+            f"{report.get('rounds', '?')} rounds{order}, load average {load[0]} before it ({source}); "
+            f"data: {data}; weights: {weights}")
 
 
 def _same_result(result: dict[str, Any]) -> dict[str, dict[str, Any]]:

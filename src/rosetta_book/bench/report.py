@@ -98,6 +98,7 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
             "not_timed": {name: alternative.dropped for name, alternative in alternatives.items()
                           if alternative.dropped},
             "other_results": other_results, "limit": task.limits.get(framework), "data": result["data"],
+            "weights": result.get("weights", "not recorded"),
         }
         if "convolutions" in result:
             report["frameworks"][framework]["convolutions_alone"] = convolutions_alone_summary(

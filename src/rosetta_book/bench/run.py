@@ -235,7 +235,7 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
         if not group.names:
             continue
         entry = measured.setdefault(group.framework, {"alternatives": {}})
-        entry.update({key: ready[index][key] for key in ("data", "flops_per_item")})
+        entry.update({key: ready[index][key] for key in ("data", "weights", "flops_per_item")})
         if "convolutions" in ready[index]:  # the page's convolutions alone, from the page's process
             entry["convolutions"] = {**ready[index]["convolutions"],
                                      "seconds": probes.get(index, {}).get(CONVOLUTIONS, [])}

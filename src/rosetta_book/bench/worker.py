@@ -142,7 +142,11 @@ def serve(task_name: str, framework: str, address: str, authkey: bytes) -> int:
                 calls[name] = call
                 details[name] = {"items": items, "defaults": is_page, "first_result": scalar(first),
                                  "build_seconds": time.perf_counter() - start}
-            facts = {"data": namespace["data"].source, "flops_per_item": task.flops_per_item(namespace)}
+            weights = namespace.get("WEIGHTS_NOTE") or (
+                "initialised at random, as the page's training starts" if task.training
+                else "not stated by the page's code")
+            facts = {"data": namespace["data"].source, "weights": str(weights),
+                     "flops_per_item": task.flops_per_item(namespace)}
             if task.convolutions and any(details[name]["defaults"] and not alternatives[name].env
                                          for name in request["names"]):
                 probe, facts["convolutions"] = convolution_probe(task, namespace, framework)
