@@ -242,6 +242,39 @@ def test_the_summary_refuses_parts_that_disagree_or_a_run_without_the_page():
         summarize(pageless, "smoke")
 
 
+@pytest.mark.parametrize("task, page, other, same, results", [
+    ("cifar10", "NHWC (channels_last)", "NCHW", "NHWC, fused SGD", (2.30, 2.40, 2.305)),  # 4% off; 0.2%
+    ("resnet50", "NHWC, torch.compile", "NCHW, eager", "NHWC, eager", (31.0, 31.1, 31.0 * (1 + 1e-5))),
+])
+def test_every_task_excludes_a_configuration_that_computes_another_result(task, page, other, same, results):
+    alternatives = TASKS[task].alternatives["pytorch"]
+    names = [page, other, same]
+    assert all(name in alternatives for name in names), sorted(alternatives)
+    run = raw_run(task, {"pytorch": {
+        page: measured([0.1] * 3, defaults=True, first_result=results[0]),
+        other: measured([0.05] * 3, first_result=results[1]),
+        same: measured([0.09] * 3, first_result=results[2]),
+    }}, {"numpy (its BLAS)": [0.02] * 3}, 1_000_000)
+    result = summarize(run, "smoke")["frameworks"]["pytorch"]
+    assert result["other_results"] == [other] and result["fastest_configuration"] == same
+    no_result = raw_run(task, {"pytorch": {page: measured([0.1] * 3, defaults=True, first_result=None),
+                                           other: measured([0.05] * 3)}}, {"numpy (its BLAS)": [0.02] * 3}, 1)
+    with pytest.raises(ValueError, match="returned no result to compare"):
+        summarize(no_result, "smoke")
+
+
+def test_the_first_result_of_a_call_is_its_loss_or_its_first_items_norm():
+    import numpy as np
+
+    from rosetta_book.bench.worker import scalar
+
+    assert scalar(np.float32(2.5)) == 2.5 and scalar(np.array([3.0])) == 3.0
+    features = np.zeros((4, 3))
+    features[0] = [3.0, 4.0, 0.0]
+    assert scalar(features) == 5.0 and scalar(features[:2]) == 5.0  # the same image, half the batch
+    assert scalar("text") is None and scalar(float("nan")) is None
+
+
 def test_a_configuration_that_computes_another_result_is_never_the_fastest():
     run = raw_run("imdb", {"pytorch": {
         "nn.GRU time-major, gather, fused Adam": measured([0.1] * 3, defaults=True, first_result=0.69),

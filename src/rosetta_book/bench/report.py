@@ -24,9 +24,6 @@ TARGET_RATIO = 1.10
 RESNET50_TARGET = 0.75  # PyTorch, TensorFlow and JAX
 RESNET50_LEADER_TARGET = 0.85  # the fastest framework
 RESNET50_TARGETED = ("pytorch", "tensorflow", "jax")
-#: A training alternative whose first loss differs from the page's by more than this
-#: (relative) computes something else; tasks with dropout draw other masks per layout.
-SAME_RESULT_TOLERANCE = {"imdb": 1e-4}
 REPORT_VERSION = 2
 
 
@@ -79,10 +76,16 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
         page = pages[0]
         for name, numbers in configurations.items():
             numbers["result_difference"] = _difference(numbers["first_result"], configurations[page]["first_result"])
-        tolerance = SAME_RESULT_TOLERANCE.get(task.name)
-        other_results = sorted(name for name, numbers in configurations.items() if tolerance is not None
-                               and numbers["result_difference"] is not None
-                               and numbers["result_difference"] > tolerance)
+        if configurations[page]["first_result"] is None:
+            raise ValueError(f"{task.page} ({framework}): the page's configuration returned no result to "
+                             "compare the others with (a loss, or an array of features)")
+        if task.same_result is None:
+            raise ValueError(f"task {task.name!r} states no bound on its configurations' results "
+                             "(Task.same_result): its fastest could compute something else")
+        tolerance = task.same_result
+        other_results = sorted(name for name, numbers in configurations.items()
+                               if numbers["result_difference"] is None
+                               or numbers["result_difference"] > tolerance)
         # the fastest that computes what the page computes (another result is reported, not a target)
         fastest = min((name for name in configurations if name not in other_results),
                       key=lambda name: configurations[name]["seconds_per_item"])
@@ -200,7 +203,9 @@ def format_report(report: Mapping[str, Any]) -> str:
             lower, upper = numbers["quartile_seconds"]
             note = numbers["why"]
             if name in result["other_results"]:
-                note = f"OTHER RESULT (first loss differs by {numbers['result_difference']:.1e}); {note}"
+                differs = (f"first result differs by {numbers['result_difference']:.1e}"
+                           if numbers["result_difference"] is not None else "no result to compare")
+                note = f"OTHER RESULT ({differs}); {note}"
             lines.append(
                 f"{framework:<11} {name + marker:<{width}} {numbers['median_seconds'] * scale:>9.1f} "
                 f"{(upper - lower) * scale:>7.1f} {numbers['flops_per_second'] / 1e9:>8.1f} "

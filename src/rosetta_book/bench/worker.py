@@ -96,12 +96,21 @@ def convolution_probe(task: Task, namespace: Mapping[str, Any],
 
 
 def scalar(value: Any) -> float | None:
-    """A training step's loss as a Python float (None if it is not one number)."""
+    """What a timed call computed, as one number to compare configurations by: a training
+    step's loss; for a call that returns an array (ResNet-50's features), the norm of its
+    first item, the same image whatever the batch. None if it is neither."""
+    import numpy as np
+
     try:
         if hasattr(value, "asnumpy"):  # MXNet
             value = value.asnumpy()
-        number = float(value if not hasattr(value, "item") else value.item())
-    except (TypeError, ValueError, RuntimeError, AttributeError):
+        elif hasattr(value, "detach"):  # PyTorch
+            value = value.detach().cpu().numpy()
+        elif hasattr(value, "array") and not isinstance(value, np.ndarray):  # a Chainer Variable
+            value = value.array
+        array = np.asarray(value, dtype=np.float64)
+        number = float(array.reshape(())) if array.size == 1 else float(np.linalg.norm(array[0]))
+    except (TypeError, ValueError, RuntimeError, AttributeError, IndexError):
         return None
     return number if math.isfinite(number) else None
 
