@@ -19,7 +19,7 @@ import pytest
 
 from rosetta_book.downloads import download_notebook_with_origins, download_script
 from rosetta_book.name_check import undefined_names
-from rosetta_book.page import COMPARISON, SHARED, Page, cell_role
+from rosetta_book.page import COMPARISON, SHARED, Page, cell_role, is_for_comparison
 from rosetta_book.timed_cells import reads_a_clock
 from rosetta_utils import FRAMEWORKS
 
@@ -96,8 +96,10 @@ def test_no_framework_cell_carries_book_plumbing(path):
 def test_each_download_is_the_pages_cells_for_its_framework_line_for_line(path):
     page = Page.read(path)
     for framework in page.frameworks:
-        expected = [cell.source for cell in page.notebook.cells
-                    if cell.cell_type == "code" and cell_role(cell) in (SHARED, framework)]
+        mine = [cell for cell in page.notebook.cells if cell.cell_type == "code" and cell_role(cell) in (SHARED, framework)]
+        # the for-comparison cells last, in page order: the download's optional last part
+        expected = ([cell.source for cell in mine if not is_for_comparison(cell)]
+                    + [cell.source for cell in mine if is_for_comparison(cell)])
         notebook, origins = download_notebook_with_origins(page, framework)
         added = [cell.source for cell, origin in zip(notebook.cells, origins)
                  if cell.cell_type == "code" and origin is None]
