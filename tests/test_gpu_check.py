@@ -249,3 +249,53 @@ def test_the_equivalence_probes_must_have_run_in_true_float32():
         check_true_float32("p (pytorch)", "pytorch", ["ieee", "tf32", "ieee"])
     with pytest.raises(DeviceCheckError, match="not true float32 \\('highest'\\)"):
         check_true_float32("p (jax)", "jax", None)
+
+
+@needs_both
+def test_the_results_page_renders_the_device_checks_own_records_in_the_gpu_column(write_page, tmp_path,
+                                                                                  monkeypatch):
+    """A rehearsal of a GPU run's path to the Results page: the device check's dry run writes
+    its records (the rate the page's own cells computed from the parts' timed epochs, the
+    data and the weights), relabelled as on a GPU for the rehearsal, and the overview shows
+    that rate in the GPU-record column, with the rehearsal's label beside it."""
+    from rosetta_book.chapter import load_comparisons
+
+    page = write_page("rated_chapter.md", myst_page(
+        "A rated chapter",
+        code_cell("import numpy as np\n\n\nclass TinyData:\n    source = 'tiny stand-in (seed 1)'\n"
+                  "    synthetic = True\n\n\ndata = TinyData()\nIMAGES = 64"),
+        code_cell("import torch\nx = torch.ones(4)\nepoch_seconds = [0.5, 0.25]\nvalue = float(x.sum())", "pytorch"),
+        code_cell("import jax.numpy as jnp\nx = jnp.ones(4)\nepoch_seconds = [0.5, 0.5]\nvalue = float(x.sum())", "jax"),
+        code_cell("from rosetta_proof.equivalence import require, verdict\n"
+                  "from rosetta_proof.records import record_result\n"
+                  "from rosetta_proof.tab_results import load_tab_results\n\nruns = load_tab_results()\n"
+                  "require({fw: verdict(abs(run.value - 4.0), 0) for fw, run in runs.items()}, 'the sums')\n"
+                  "for fw, run in runs.items():\n"
+                  "    record_result('cifar10', fw, {'images_per_second': IMAGES / min(run.epoch_seconds)},\n"
+                  "                  versions=run.environment['versions'], device=run.environment['device'],\n"
+                  "                  config={'data': data.source, 'weights': 'drawn here at random'})",
+                  "comparison"),
+        front_matter_extra="frameworks: [pytorch, jax]\nresults_task: cifar10\n"
+                           "tab_results: [epoch_seconds, value]\n"))
+    monkeypatch.chdir(tmp_path)
+    records = run_device_check(tmp_path, tmp_path / "results", profile="smoke", allow_cpu=True,
+                               pages=[page], lessons=[], log=quiet)
+    assert [record["metrics"]["images_per_second"] for record in records] == [256.0, 128.0]
+    assert all(record["held"] and record["config"]["weights"] == "drawn here at random" for record in records)
+    rehearsal = "rehearsal: a CPU dry run standing in for a GPU"
+    curated = tmp_path / "curated"
+    curated.mkdir()
+    (curated / "cifar10.jsonl").write_text("".join(json.dumps({**record, "device": rehearsal}) + "\n"
+                                                   for record in records))
+    monkeypatch.setenv("ROSETTA_RESULTS_DIR", str(tmp_path / "build"))
+    monkeypatch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
+    monkeypatch.setenv("ROSETTA_PROFILE", "smoke")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    namespace = load_comparisons(BOOK / "appendix" / "results.md", {})
+    headers, rows = namespace["overviews"]["cifar10"]
+    by_framework = {row[0]: dict(zip(headers, row)) for row in rows}
+    gpu_rate = next(header for header in headers if header.startswith("GPU record ("))
+    assert by_framework["pytorch"][gpu_rate] == "256.0" and by_framework["jax"][gpu_rate] == "128.0"
+    assert by_framework["pytorch"]["GPU record: device, profile, date"].startswith(rehearsal)
+    (row,) = [row for row in namespace["rows"] if row.framework == "jax"]
+    assert (row.data, row.weights) == ("tiny stand-in (seed 1)", "drawn here at random")

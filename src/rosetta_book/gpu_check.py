@@ -372,6 +372,9 @@ class Comparisons:
     checks: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     not_run: str | None = None  # why the cells did not run at all
+    #: the records the page's own cells wrote (the rates the Results page shows, computed
+    #: from the parts' timed steps; the data and weights they rest on)
+    page_records: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -394,8 +397,11 @@ class Comparisons:
 
 def run_device_comparisons(path: Path, folder: Path, timeout: float) -> Comparisons:
     """Run the page's comparison cells on the tab results saved in ``folder``, in a process
-    where no framework imports, as the book build does; the page's own records go to a
-    throwaway folder (the check writes its own)."""
+    where no framework imports, as the book build does. The page's own records go to a
+    throwaway folder, from which the check takes what they measured (the rates), to write
+    into its own records."""
+    from rosetta_proof.records import load_results
+
     out = folder / "comparisons.json"
     with tempfile.TemporaryDirectory(prefix="rosetta-gpu-check-page-records-") as records:
         command = [sys.executable, "-m", "rosetta_book.gpu_check", "--comparisons", str(path), str(folder), str(out)]
@@ -403,10 +409,11 @@ def run_device_comparisons(path: Path, folder: Path, timeout: float) -> Comparis
             done = run_child(command, child_environment("none", ROSETTA_RESULTS_DIR=records), timeout)
         except subprocess.TimeoutExpired:
             return Comparisons(error=f"the comparison cells ran past the budget (stopped after {timeout:.0f} s)")
+        page_records = load_results([Path(records)]).records
     if not out.is_file():
         return Comparisons(error=f"the comparison cells' process failed:\n{last_lines(done.stderr)}")
     answer = json.loads(out.read_text())
-    return Comparisons(answer["checks"], answer["error"])
+    return Comparisons(answer["checks"], answer["error"], page_records=page_records)
 
 
 def _comparisons_main(path: str, folder: str, out: str) -> int:
@@ -501,12 +508,15 @@ def _check_page(path: Path, frameworks: list[str], kinds: Mapping[str, str], gpu
                                     + "; ".join(failing + ([comparisons.error] if comparisons.error else [])))
     for framework, run in runs.items():
         environment = run.results["environment"]
-        config = {"gpu": gpu.as_dict() if gpu else None, "float32": environment.get("float32"),
-                  "data": run.facts["data"], "check": "gpu_check"}
+        own = next((record for record in reversed(comparisons.page_records)  # what the page's cells recorded
+                    if record["task"] == page.results_task and record["framework"] == framework), {})
+        config = {**own.get("config", {}), "gpu": gpu.as_dict() if gpu else None,
+                  "float32": environment.get("float32"), "data": run.facts["data"], "check": "gpu_check"}
         if framework in notes:
             config["device_note"] = notes[framework]
+        metrics = {**chapter_metrics(run.results), **own.get("metrics", {}), "part_seconds": round(run.seconds, 2)}
         outcome.records.append(record_result(
-            page.results_task, framework, {**chapter_metrics(run.results), "part_seconds": round(run.seconds, 2)},
+            page.results_task, framework, metrics,
             versions=environment["versions"], device=environment["device"], config=config,
             folder=results_folder, verdicts=comparisons.verdicts(), held=comparisons.passed))
         held = "held" if comparisons.passed else ("not run" if comparisons.not_run else "FAILED")

@@ -45,20 +45,22 @@ class ResultRow:
     commit: str
     label: str  # "" when the record is from this build's profile and commit
     standing: str = ""  # why it is no result (rosetta_proof.records.standing), "" if it is
+    data: str = "-"  # the data its numbers rest on (a stand-in says so)
+    weights: str = "-"  # the weights they rest on (stand-in, pretrained, trained here)
 
     def cells(self) -> list[Any]:
         if self.standing:  # its numbers are not shown: its verdicts did not hold
             return [self.task, self.framework, self.device, self.profile, self.source, "-", "-", "-",
-                    self.date[:10], self.commit, f"not a result: {self.standing}"]
+                    self.data, self.weights, self.date[:10], self.commit, f"not a result: {self.standing}"]
         time = f"{self.time[1]:.3g} ({self.time[0].replace('_', ' ')})" if self.time else "-"
         rate = f"{self.rate[1]:,.1f} ({self.rate[0].replace('_', ' ')})" if self.rate else "-"
         accuracy = f"{self.accuracy:.4f}" if self.accuracy is not None else "-"
         return [self.task, self.framework, self.device, self.profile, self.source, time, rate,
-                accuracy, self.date[:10], self.commit, self.label or "current"]
+                accuracy, self.data, self.weights, self.date[:10], self.commit, self.label or "current"]
 
 
 HEADERS = ["task", "framework", "device", "profile", "source", "time", "rate", "test accuracy",
-           "date", "commit", "label"]
+           "data", "weights", "date", "commit", "label"]
 
 
 def _first(metrics: dict[str, Any], names: Iterable[str]) -> tuple[str, float] | None:
@@ -101,8 +103,14 @@ def results_rows(records: Iterable[dict[str, Any]], profile: str, commit: str,
             task, framework, device, record_profile, source,
             _first(record["metrics"], TIME_METRICS), _first(record["metrics"], RATE_METRICS),
             accuracy[1] if accuracy else None, str(record["date"]), _base_commit(record["commit"]),
-            label_of(record, profile, commit), standing(record)))
+            label_of(record, profile, commit), standing(record), *_sources(record)))
     return rows
+
+
+def _sources(record: dict[str, Any]) -> tuple[str, str]:
+    """The data and the weights a record's numbers rest on, as its config names them."""
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    return str(config.get("data") or "-"), str(config.get("weights") or "-")
 
 
 #: The first cell of the one row a GPU lesson table has before any GPU measured it.
