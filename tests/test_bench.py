@@ -4,6 +4,7 @@ No test asserts a timing: the timings themselves are not targets of any test."""
 
 import json
 import os
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -290,13 +291,23 @@ def test_a_configuration_that_computes_another_result_is_never_the_fastest():
 
 
 def test_resnet50_reports_the_peak_targets_of_the_leader_and_the_three():
-    assert peak_targets({"mxnet": 0.86, "pytorch": 0.70, "jax": 0.80, "chainer": 0.2}, "mxnet") == {
-        "mxnet": {"share": 0.86, "target": 0.85, "meets": True},
-        "pytorch": {"share": 0.70, "target": 0.75, "meets": False},
-        "jax": {"share": 0.80, "target": 0.75, "meets": True},
-        "chainer": {"share": 0.2, "target": None, "meets": None},
-    }
-    assert peak_targets({"pytorch": 0.8}, "pytorch")["pytorch"] == {"share": 0.8, "target": 0.85, "meets": False}
+    def shares(share, slow=None, fast=None, above=()):
+        return {"share": share, "spread": [share if slow is None else slow, share if fast is None else fast],
+                "above_peak": list(above)}
+
+    targets = peak_targets({"mxnet": shares(0.86), "pytorch": shares(0.70), "jax": shares(0.80),
+                            "chainer": shares(0.2)}, "mxnet")
+    assert {fw: (t["target"], t["meets"]) for fw, t in targets.items()} == {
+        "mxnet": (0.85, True), "pytorch": (0.75, False), "jax": (0.75, True), "chainer": (None, None)}
+    assert peak_targets({"pytorch": shares(0.8)}, "pytorch")["pytorch"]["meets"] is False
+    # met only when the slow end reaches the target, missed only when the fast end falls short
+    inside = peak_targets({"pytorch": shares(0.758, slow=0.639, fast=0.804)}, "jax")["pytorch"]
+    assert inside["meets"] is None and inside["why"] == "inside the noise: 63.9% to 80.4% around 75%"
+    assert peak_targets({"pytorch": shares(0.8, slow=0.76, fast=0.85)}, "jax")["pytorch"]["meets"] is True
+    assert peak_targets({"pytorch": shares(0.6, slow=0.55, fast=0.74)}, "jax")["pytorch"]["meets"] is False
+    # a peak something measured above is no upper bound: no verdict
+    above = peak_targets({"tensorflow": shares(0.8, above=["its convolutions alone"])}, "jax")["tensorflow"]
+    assert above["meets"] is None and above["why"].startswith("no verdict: its convolutions alone measured above")
     flops = resnet50_flops("v1")
     run = raw_run("resnet50", {
         "mxnet": {"hybridized, oneDNN fusion": measured([0.4] * 3, items=32, defaults=True)},
@@ -491,6 +502,16 @@ def test_frameworks_timed_in_turn_never_overlap_and_merge_into_one_report():
     report = summarize(raw, "smoke")
     assert report["in_turn"] == [["pytorch"], ["jax"]] and report["in_turn_why"] == "asked for with --in-turn"
     assert "frameworks one after another (asked for with --in-turn)" in format_report(report)
+    # each framework's shares divide by the products timed in its own turn, not another's
+    work = 2 * 32**3
+    for framework, result in report["frameworks"].items():
+        own = raw["frameworks"][framework]["matmul_seconds"]
+        assert "numpy (its BLAS)" in own and {"pytorch": "torch.mm", "jax": "jax.numpy.dot (XLA)"}[framework] in own
+        assert not {"pytorch": "jax.numpy.dot (XLA)", "jax": "torch.mm"}[framework] in own, "another turn's"
+        peak = max(work / statistics.median(values) for values in own.values())
+        assert result["peak_flops"] == pytest.approx(peak) and result["peak_timed"] == "in this framework's own turn"
+        page = result["configurations"][result["page_configuration"]]
+        assert page["fraction_of_peak"] == pytest.approx(page["flops_per_second"] / peak)
 
 
 def test_merging_runs_refuses_runs_of_other_settings_or_the_same_framework_twice():

@@ -254,24 +254,25 @@ def run_in_turn(task: str, frameworks: tuple[str, ...], *, peak_frameworks: tupl
                 log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
                 **settings: Any) -> dict[str, Any]:
     """:func:`run_task` for one framework after another (each framework's processes alone on
-    the machine, its configurations taking turns among themselves), then the matrix
-    products of ``peak_frameworks`` not benchmarked; the runs merged into one (see
-    :func:`merge_runs`). For a task whose processes do not fit in memory all at once."""
+    the machine, its configurations taking turns among themselves), each turn timing the
+    matrix products of ``peak_frameworks`` too, so that a framework's shares of the peak
+    divide by a peak timed beside it; the runs merged into one (see :func:`merge_runs`).
+    For a task whose processes do not fit in memory all at once."""
     runs = []
-    for framework in frameworks:
+    for framework in frameworks:  # each turn times the peak again, over every library's product
         log(f"{task}: {framework}'s turn")
-        runs.append(run_task(task, (framework,), log=log, **settings))
-    rest = tuple(name for name in peak_frameworks if name not in frameworks)
-    if rest or not runs:
-        log(f"{task}: the matrix products of {', '.join(rest) or 'numpy'}")
-        runs.append(run_task(task, (), peak_frameworks=rest, log=log, **settings))
+        runs.append(run_task(task, (framework,), peak_frameworks=peak_frameworks, log=log, **settings))
+    if not runs:
+        log(f"{task}: the matrix products of {', '.join(peak_frameworks) or 'numpy'}")
+        runs.append(run_task(task, (), peak_frameworks=peak_frameworks, log=log, **settings))
     return merge_runs(runs)
 
 
 def merge_runs(runs: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Runs of one task taken in turn, as one run: every framework's measurements, every
-    matrix product's seconds (the peak over all the turns), the load before the first and
-    after the last, the wall time of all; ``in_turn`` lists the turns' frameworks."""
+    """Runs of one task taken in turn, as one run: every framework's measurements, with the
+    matrix products of its own turn (its shares of the peak divide by those), every matrix
+    product's seconds over all the turns, the load before the first and after the last, the
+    wall time of all; ``in_turn`` lists the turns' frameworks."""
     first, last = runs[0], runs[-1]
     for run in runs[1:]:
         for key in ("task", "rounds", "warmup", "steps", "matmul_size"):
@@ -285,7 +286,8 @@ def merge_runs(runs: list[Mapping[str, Any]]) -> dict[str, Any]:
         overlap = set(measured) & set(run["frameworks"])
         if overlap:
             raise ValueError(f"runs to merge both measured {', '.join(sorted(overlap))}")
-        measured.update(run["frameworks"])
+        measured.update({framework: {**result, "matmul_seconds": dict(run["matmul_seconds"])}
+                         for framework, result in run["frameworks"].items()})
     return {**first, "matmul_seconds": matmul, "frameworks": measured,
             "load_average": {"before": first["load_average"]["before"], "after": last["load_average"]["after"]},
             "wall_seconds": round(sum(run["wall_seconds"] for run in runs), 1),
