@@ -292,3 +292,21 @@ def test_a_name_only_some_parts_leave_is_read_from_those_parts_alone(write_page)
     missing = write_page("missing.md", text.replace("extra = 'torch only'", "pass"))
     with pytest.raises(PageExecutionError, match="the pytorch part never defines 'extra'"):
         execute_page(Page.read(missing), ["pytorch", "jax"], log=lambda line: None)
+
+
+def test_a_part_that_cannot_start_is_the_error_reported_and_the_process_ends(write_page, tmp_path):
+    """The parts abandoned because another failed are not the failure, and leave nothing that
+    keeps the process from ending (nbclient's exit-time cleanup of a kernel never started)."""
+    import os
+    import subprocess
+    import sys
+
+    text = myst_page("Unstartable", code_cell("import time\ntime.sleep(2)", "pytorch"),
+                     *(code_cell("x = 1", name) for name in ("tensorflow", "jax", "mxnet", "chainer")))
+    path = write_page("unstartable.md", text)
+    env = {**os.environ, "ROSETTA_LEGACY_PYTHON": str(tmp_path / "no-such-python"), "ROSETTA_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "rosetta_book.page_execution", str(path)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("rosetta_book.environments.BookEnvironmentError: ") and "Abandoned" not in last

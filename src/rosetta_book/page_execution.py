@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import copy
 import hashlib
@@ -214,6 +215,9 @@ def run_notebook(notebook: Any, cwd: Path, env: dict[str, str], timeout: int,
                 turns.done()
             if manager.has_kernel:
                 manager.shutdown_kernel(now=True)
+            # nbclient leaves its exit-time cleanup registered when the kernel's start fails
+            # (a part abandoned while waiting for its turn): at exit it would wait forever
+            atexit.unregister(client._cleanup_kernel)
         return time.perf_counter() - start, cpu
 
 
@@ -436,6 +440,8 @@ def _run_in_turns(page: Page, title: str, notebook: Any, origins: list[int | Non
         with slots.kernel(alone, priority, abandon) as turns:
             try:
                 seconds, cpu = run_notebook(notebook, cwd, env, timeout, native_log, python, turns, clock_log)
+            except Abandoned:
+                raise  # not this part's failure: another part's, which run_parts reports
             except Exception as error:
                 raise _failure(page, title, notebook, origins, error) from None
         try:
