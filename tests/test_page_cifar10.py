@@ -116,7 +116,13 @@ def test_a_framework_that_differs_stops_the_page(results):
 
 
 def test_the_tolerances_are_tight(comparison):
-    assert comparison["TOLERANCE"] <= 1e-4 and comparison["UPDATE_TOLERANCE"] <= 1e-3
+    """The update's bound is float32's n·u for the longest gradient sum, under half a
+    percent; its floor is two unit roundoffs of each tensor's largest weight."""
+    assert comparison["TOLERANCE"] <= 1e-4 and comparison["TOLERANCES"][comparison["UPDATE"]] == 1.0
+    assert comparison["UPDATE_RELATIVE"] == pytest.approx(64 * 32 * 32 * 2.0**-24)
+    assert comparison["UPDATE_RELATIVE"] < 5e-3
+    for name, weight in comparison["initial_weights"].items():
+        assert comparison["UPDATE_FLOORS"][name] == pytest.approx(2 * 2.0**-24 * np.abs(weight).max())
 
 
 @pytest.mark.parametrize("framework", AVAILABLE)
@@ -178,8 +184,24 @@ def test_a_gradient_a_few_percent_off_fails_the_update_check(comparison):
     (_, row), failing = rebuilt_table(comparison, framework, weights_after_step=wrong)
     assert failing == [framework]
     assert row[comparison["WEIGHTS"]] <= comparison["TOLERANCE"], "hidden in the weights"
-    assert row[comparison["UPDATE"]] > 10 * comparison["UPDATE_TOLERANCE"]
+    assert row[comparison["UPDATE"]] > 10
     assert comparison["UPDATE"] in row["verdict"] and comparison["WEIGHTS"] not in row["verdict"]
+
+
+def test_three_percent_off_in_the_smallest_tensor_stops_the_page(results, comparison):
+    """Held to its own scale, the smallest tensor's update cannot hide behind the largest:
+    3% off in the last layer's bias (ten numbers) fails the check and stops the page."""
+    framework = next(fw for fw in AVAILABLE if fw != "pytorch")
+    initial = comparison["initial_weights"]
+    after = comparison["runs"][framework].weights_after_step
+    name = min(initial, key=lambda n: initial[n].size)
+    assert name == "fc2.bias"
+    wrong = dict(after, **{name: initial[name] + 1.03 * (after[name] - initial[name])})
+    (_, row), failing = rebuilt_table(comparison, framework, weights_after_step=wrong)
+    assert failing == [framework] and row["verdict"].startswith(comparison["UPDATE"])
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"weights_after_step": wrong},
+                                         rf"equivalence with PyTorch failed for {framework}: "
+                                         rf"{framework}: the step's update")
 
 
 def test_weights_transplanted_without_the_flatten_reordering_fail(comparison, tensorflow_part):

@@ -159,7 +159,7 @@ def test_each_adam_step_is_its_conventions_closed_form(page, framework):
     run = page["runs"][framework]
     moved = page["max_abs_difference"](run.after_adam, page["initial_weights"])
     assert moved > TOLERANCE, "the Adam step must move the weights"
-    assert page["adam_closed_form_difference"](run) <= TOLERANCE
+    assert page["adam_closed_form_difference"](run) <= 1  # the worst tensor, over its bound
     if "pytorch" in page["runs"] and run.adam_epsilon == page["runs"]["pytorch"].adam_epsilon:
         assert page["max_abs_difference"](run.after_adam, page["runs"]["pytorch"].after_adam) <= TOLERANCE
 
@@ -212,7 +212,23 @@ def test_the_closed_form_tells_the_epsilon_conventions_apart(page, framework):
     run = page["runs"][framework]
     flipped = {"after bias correction": "before bias correction",
                "before bias correction": "after bias correction"}[run.adam_epsilon]
-    assert page["adam_closed_form_difference"](wrong(run, adam_epsilon=flipped)) > 3 * TOLERANCE
+    assert page["adam_closed_form_difference"](wrong(run, adam_epsilon=flipped)) > 3
+
+
+def test_three_percent_off_in_the_smallest_tensors_adam_step_stops_the_page(page, results):
+    """Each tensor is held to its own step: 3% off the dense layer's bias (one number)
+    fails the closed-form check, and the page stops."""
+    needs_pytorch()
+    framework = AVAILABLE[-1]
+    initial = page["initial_weights"]
+    run = page["runs"][framework]
+    name = min(initial, key=lambda n: initial[n].size)
+    assert name == "dense.bias"
+    step = run.after_adam[name] - initial[name]
+    after = dict(run.after_adam, **{name: initial[name] + 1.03 * step})
+    assert page["adam_closed_form_difference"](wrong(run, after_adam=after)) > 1
+    assert_a_failed_proof_stops_the_page(PAGE, results, framework, {"after_adam": after},
+                                         r"equivalence with PyTorch failed .*Adam step vs its closed form")
 
 
 def test_keras_adam_squares_a_repeated_tokens_gradient_slices_apart(page):
@@ -224,7 +240,7 @@ def test_keras_adam_squares_a_repeated_tokens_gradient_slices_apart(page):
     # With v = (Σg)², Adam's first step cannot exceed the learning rate; with Σ(g²) it can.
     assert step.max() > page["LR"] * 1.01
     # Taken for a dense gradient, those rows fail the closed form.
-    assert page["adam_closed_form_difference"](wrong(run, embedding_gradient="dense")) > 3 * TOLERANCE
+    assert page["adam_closed_form_difference"](wrong(run, embedding_gradient="dense")) > 3
 
 
 # --- Lessons: reading the state after the padding ----------------------------
@@ -284,9 +300,9 @@ def test_the_padding_mistake_was_measured_once_against_the_page(page):
     # On the stand-in, the short reviews carry the mistake: reading step 150 loses accuracy there.
     page_short = mistake["last valid state (this page)"]["shorter than 150"]
     assert mistake["step 150 (the reference)"]["shorter than 150"] < page_short
-    for framework in AVAILABLE:
+    for framework in AVAILABLE:  # the other parts measure nothing of it (tab_results_by_framework)
         if framework != "pytorch":
-            assert page["runs"][framework].padding_mistake is None
+            assert "padding_mistake" not in page["runs"][framework]
 
 
 def test_the_equivalence_check_runs_in_true_float32_and_timing_with_the_defaults(page):
