@@ -9,11 +9,6 @@ from rosetta_book.unread_lines import download_unread, unread_statements
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([*ROOT.glob("book/chapters/*.md"), *ROOT.glob("book/lessons/*.md"), *ROOT.glob("book/tables/*.md")])
 
-#: The book's downloads held, in all, this many such lines at the last count (issue 34's
-#: target is none outside an optional last part: the pages still have to move their proof
-#: code there). The count may fall; it may not grow.
-RECORDED_TOTAL = 403
-
 
 def names(sources):
     return [statement.names for statement in unread_statements(sources)]
@@ -45,14 +40,29 @@ def test_magics_and_invalid_cells_do_not_stop_the_count():
     assert names(["%matplotlib inline\nx = 1", "this is not python", "print(x)"]) == []
 
 
-def test_the_downloads_hold_no_more_unread_lines_than_last_counted():
+def test_no_download_binds_a_name_nothing_after_it_reads():
+    """Every download runs its task top to bottom with no line whose result it never uses;
+    what only the comparison reads sits in its optional last part, where it is printed."""
     from rosetta_book.page import Page
 
-    per_download = {}
+    found = {}
     for path in PAGES:
         page = Page.read(path)
         for framework in page.frameworks:
-            per_download[f"{page.name}-{framework}"] = sum(s.lines for s in download_unread(page, framework))
-    total = sum(per_download.values())
-    worst = sorted(per_download.items(), key=lambda item: -item[1])[:5]
-    assert total <= RECORDED_TOTAL, f"{total} unread lines (recorded {RECORDED_TOTAL}); most in {worst}"
+            for statement in download_unread(page, framework):
+                found.setdefault(f"{page.name}-{framework}", []).append(
+                    f"[{statement.section}] line {statement.line}: {', '.join(statement.names)}")
+    assert not found, "\n".join(f"{name}: {'; '.join(lines)}" for name, lines in found.items())
+
+
+def test_a_for_comparison_cell_that_prints_what_it_binds_counts_nothing(write_page):
+    """The optional last part's cells print what they compute: nothing in them is unread."""
+    from conftest import code_cell, myst_page
+    from rosetta_book.page import Page
+
+    text = myst_page("Last", code_cell("y = 1\nprint(y)", "pytorch"),
+                     code_cell("kept = y + 1\nprint(kept)", "pytorch, for-comparison"),
+                     front_matter_extra="frameworks: [pytorch]\n")
+    assert download_unread(Page.read(write_page("last.md", text)), "pytorch") == []
+    silent = text.replace("kept = y + 1\nprint(kept)", "kept = y + 1")
+    assert [s.names for s in download_unread(Page.read(write_page("silent.md", silent)), "pytorch")] == [("kept",)]
