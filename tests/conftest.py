@@ -176,11 +176,12 @@ def smoke_offline(patch: pytest.MonkeyPatch, results_dir: Path | None = None) ->
 
 
 def comparisons_with_records(page: Path, parts, folder: Path, *records) -> dict:
-    """A page's comparison cells run on ``parts``, with ``records`` (keyword arguments of
-    record_result) as the only results the build's and the curated folder hold (both under
-    ``folder``): how a lessons page shows GPU records it has, or says it has none."""
+    """A page's comparison cells run on ``parts``, with ``records`` (measurements: task,
+    framework, versions, device, config and metrics) written by the device check's own
+    writer for the GPU lessons as the only results the build's and the curated folder hold
+    (both under ``folder``): how a lessons page shows GPU records it has, or says it has none."""
     from rosetta_book.chapter import load_comparisons
-    from rosetta_proof.records import record_result
+    from rosetta_book.gpu_lessons import write_record
 
     build, curated = folder / "build", folder / "curated"
     curated.mkdir(parents=True, exist_ok=True)
@@ -189,7 +190,7 @@ def comparisons_with_records(page: Path, parts, folder: Path, *records) -> dict:
         patch.setenv("ROSETTA_CURATED_RESULTS_DIR", str(curated))
         patch.setenv("MPLBACKEND", "Agg")
         for record in records:
-            record_result(folder=build, **record)
+            write_record(record, record["metrics"], build, driver=None)
         return load_comparisons(page, parts)
 
 

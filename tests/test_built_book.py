@@ -113,7 +113,7 @@ def test_every_part_downloads_from_the_site_as_the_page_shows_it(page):
     """Each download link answers with a file, and the notebook's code is the page's."""
     import nbformat
 
-    from rosetta_book.page import SHARED, Page, cell_role
+    from rosetta_book.page import SHARED, Page, cell_role, is_for_comparison
 
     frameworks = tab_pages_frameworks(page)
     if not frameworks:
@@ -128,8 +128,11 @@ def test_every_part_downloads_from_the_site_as_the_page_shows_it(page):
         assert target.is_file(), f"{page}: {notebook_link} is not in the site"
         assert target.with_suffix(".py").is_file(), f"{page}: no script beside {notebook_link}"
         code = [cell.source for cell in nbformat.read(target, as_version=4).cells if cell.cell_type == "code"]
-        expected = [cell.source for cell in parsed.notebook.cells
-                    if cell.cell_type == "code" and cell_role(cell) in (SHARED, framework)]
+        mine = [cell for cell in parsed.notebook.cells
+                if cell.cell_type == "code" and cell_role(cell) in (SHARED, framework)]
+        # the for-comparison cells last: the download's optional last part
+        expected = ([cell.source for cell in mine if not is_for_comparison(cell)]
+                    + [cell.source for cell in mine if is_for_comparison(cell)])
         assert "find_spec(_module)" in code[0], f"{page}: the {framework} download lacks its check of what it needs"
         borrowed = parsed.borrowed_cell(framework)  # the other page's code it borrows, if any
         opening = 1 + (borrowed is not None)
@@ -156,12 +159,17 @@ def test_every_page_says_what_build_it_is_under_its_title(page):
 
 @pytest.mark.parametrize("page", executed_pages())
 def test_comparison_code_is_folded_under_a_caption_and_the_tasks_code_is_not(page):
+    """Comparison cells and the for-comparison tab sets are folded; a task's own tabs never."""
+    from rosetta_book.sphinx_extension import FOR_COMPARISON_CAPTION
+
     soup = soup_of(page)
     for folded in soup.select("details.rosetta-comparison"):
         assert folded.summary and folded.summary.get_text(strip=True), f"{page}: a fold without a caption"
         assert not folded.find_parent(class_="sd-tab-set"), f"{page}: comparison code inside a tab"
     for tab_code in soup.select(".sd-tab-set div.highlight"):
-        assert not tab_code.find_parent("details"), f"{page}: a framework's code is folded away"
+        fold = tab_code.find_parent("details")
+        assert fold is None or fold.summary.get_text(strip=True) == FOR_COMPARISON_CAPTION, (
+            f"{page}: a framework's task code is folded away")
 
 
 NATIVE_LOG = re.compile(r"^(?:[IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages|\S+Warning: )", re.M)

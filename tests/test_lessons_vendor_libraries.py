@@ -280,16 +280,21 @@ def test_the_gpu_table_says_not_measured_without_a_gpu_record(comparison):
 
 
 def test_the_gpu_table_shows_the_fused_rnn_records_of_a_gpu_only(parts, tmp_path):
-    from rosetta_proof.records import record_result
+    from rosetta_book.gpu_lessons import write_record  # the device check's own writer
 
     build, curated = tmp_path / "build", tmp_path / "curated"
     curated.mkdir()
     config = {"network": "imdb", "batch": 64, "setting": "nn.GRU (cuDNN)", "float32": "tf32", "data": "stand-in"}
+
+    def measured(task, device):
+        return {"task": task, "framework": "pytorch", "versions": {"torch": "2.11"}, "device": device,
+                "config": config}
+
     for device, median in (("NVIDIA H200", 0.004), ("cpu", 0.5)):
-        record_result("lesson-fused-rnn", "pytorch", {"median_seconds": median, "iqr_seconds": 0.0001, "repeats": 10},
-                      versions={"torch": "2.11"}, device=device, config=config, folder=build)
-    record_result("lesson-autotuning", "pytorch", {"median_seconds": 9.0, "iqr_seconds": 0.1},
-                  versions={"torch": "2.11"}, device="NVIDIA H200", config=config, folder=build)
+        write_record(measured("lesson-fused-rnn", device),
+                     {"median_seconds": median, "iqr_seconds": 0.0001, "repeats": 10}, build, driver=None)
+    write_record(measured("lesson-autotuning", "NVIDIA H200"), {"median_seconds": 9.0, "iqr_seconds": 0.1},
+                 build, driver=None)
     shown = comparisons(parts, build, curated)
     headers, rows = shown["gpu_headers"], shown["gpu_rows"]
     assert len(rows) == 1, rows  # the CPU's record and another lesson's never show

@@ -182,8 +182,9 @@ def test_gpu_lesson_rows_read_only_their_task(lesson_folders):
 def test_a_record_carries_its_verdicts_and_whether_they_held(tmp_path):
     """Given verdicts are kept as given; by default a record carries the checks this process
     gated (a page's comparison cells record after their require calls)."""
-    from rosetta_proof.equivalence import require
+    from rosetta_proof.equivalence import forget_checks, require
 
+    forget_checks()  # a fresh page's comparisons: earlier tests' checks are not this record's
     checked = record_result("cifar10", "jax", {"seconds_per_epoch": 1.0}, versions={}, device="gpu:0 (NVIDIA H200)",
                             folder=tmp_path, verdicts={"equivalence with PyTorch": {"jax": "agrees"}}, held=True)
     require({"jax": "agrees"}, "a check of this test")

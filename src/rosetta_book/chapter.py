@@ -28,6 +28,7 @@ from .decisive_calls import write_decisive_calls
 from .environments import require_python
 from .one_framework import environment
 from .page import Page, PageError
+from rosetta_proof.equivalence import forget_checks
 from rosetta_proof.tab_results import RESULTS_FOLDER_VARIABLE, collect_tab_results, load_tab_results, save_tab_results
 
 
@@ -201,6 +202,7 @@ def load_comparisons(path: str | Path, results: Mapping[str, Mapping[str, Any]])
             write_decisive_calls(page, folder)
         except PageError as error:
             raise ChapterError(str(error)) from None
+        forget_checks()  # the records these cells write carry this page's checks only
         with _environment(RESULTS_FOLDER_VARIABLE, folder):
             return _run_cells(page, page.comparison_part(), "comparison")
 

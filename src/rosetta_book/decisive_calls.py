@@ -51,6 +51,7 @@ from rosetta_proof.compact_table import CALLS_FILE, NONE
 from rosetta_utils import FRAMEWORKS
 
 from .page import SHARED, Page, PageError, cell_role
+from .python_source import parse
 
 #: The cell metadata key of the marker.
 MARKER = "decisive"
@@ -97,7 +98,7 @@ def _assigned_keys(tree: ast.AST, dict_name: str | None = None) -> list[str]:
 
 def _parse(page: Page, index: int) -> ast.AST:
     try:
-        return ast.parse(page.notebook.cells[index].source)
+        return parse(page.notebook.cells[index].source)
     except SyntaxError as error:
         raise PageError(f"{page.where(index)}: this cell is not Python: {error}") from None
 

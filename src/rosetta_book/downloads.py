@@ -28,6 +28,7 @@ from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
 from rosetta_utils.frameworks import REGISTRY
 
 from .page import Page, PageError, is_for_comparison
+from .python_source import parse
 
 #: Where the built site serves the downloads, relative to its root.
 SITE_FOLDER = "downloads"
@@ -92,7 +93,7 @@ def _imported_names(code: str) -> set[str]:
     themselves (a worker script written from a cell, another page's borrowed code)."""
     source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return set()
     found = set()
@@ -129,7 +130,7 @@ def _utils_imports() -> dict[str, tuple[set[str], set[str]]]:
         module = _utils_module_of(path)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         inside, outside = set(), set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]

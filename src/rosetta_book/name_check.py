@@ -14,6 +14,7 @@ import ast
 from dataclasses import dataclass
 
 from .page import Page, PageError
+from .python_source import parse
 
 #: Names a Jupyter kernel defines for every notebook.
 KERNEL_BUILTINS = ("display", "get_ipython")
@@ -44,7 +45,7 @@ def undefined_names(page: Page, framework: str) -> list[UndefinedName]:
         line += source.rstrip("\n").count("\n") + 1
     joined = "".join(code)
     try:
-        tree = ast.parse(joined, filename=str(page.path))
+        tree = parse(joined, filename=str(page.path))
     except SyntaxError as error:
         cell = max((start for start in starts if start[0] <= (error.lineno or 1)), default=(1, 0))
         raise SyntaxError(f"{page.where(cell[1])}: {error.msg}") from None

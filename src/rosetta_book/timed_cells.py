@@ -36,6 +36,8 @@ import functools
 import re
 from pathlib import Path
 
+from .python_source import parse
+
 #: A clock read in code: ``time.perf_counter()``, ``process_time``, ``timeit``, ``time.time()``,
 #: ``monotonic()``, and a profiler (which times what it records).
 CLOCK = re.compile(r"perf_counter|process_time|\btimeit\b|rosetta_utils\.timing|\btime\.time\(|\bmonotonic\(|"
@@ -177,7 +179,7 @@ def _statements(source: str) -> list[ast.stmt]:
     """A cell's top-level statements (IPython's magics turned into Python first)."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    return ast.parse(TransformerManager().transform_cell(source)).body
+    return parse(TransformerManager().transform_cell(source)).body
 
 
 def _scan(cells: list[list[ast.stmt]], library: dict[str, set[str]],
@@ -246,7 +248,7 @@ def clock_functions() -> dict[str, set[str]]:
     for path in sorted(base.rglob("*.py")):
         parts = path.relative_to(base.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        modules[name] = ast.parse(path.read_text(encoding="utf-8")).body
+        modules[name] = parse(path.read_text(encoding="utf-8")).body
         packages[name] = ".".join(parts[:-1])
     library: dict[str, set[str]] = {name: set() for name in modules}
     while True:  # a module's names may come from another module's

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from .python_source import parse
+
 
 @dataclass(frozen=True)
 class UnreadStatement:
@@ -107,7 +109,7 @@ def bound_and_read(source: str) -> tuple[set[str], set[str]]:
     """The module-level names a cell binds and every name it reads (function bodies
     included); two empty sets for a cell that is not valid Python."""
     try:
-        tree = ast.parse(_code_of(source))
+        tree = parse(_code_of(source))
     except SyntaxError:
         return set(), set()
     bound: set[str] = set()
@@ -123,7 +125,7 @@ def unread_statements(sources: list[str]) -> list[UnreadStatement]:
     statements: list[tuple[int, ast.stmt, list[str]]] = []
     for cell, source in enumerate(sources):
         try:
-            tree = ast.parse(_code_of(source))
+            tree = parse(_code_of(source))
         except SyntaxError:
             continue
         lines = source.splitlines()

@@ -46,6 +46,12 @@ def gated_count() -> int:
     return _GATED[0]
 
 
+def forget_checks() -> None:
+    """Start a new page's comparisons: what :func:`gated_checks` returns is gated after this
+    (a page's comparison kernel starts with none; an in-process run of them calls this)."""
+    _CHECKS.clear()
+
+
 def gated_checks() -> list[dict[str, Any]]:
     """Every check :func:`require` gated in this process: ``{"check", "verdicts",
     "passed"}``, in order."""

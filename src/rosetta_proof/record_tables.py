@@ -181,6 +181,14 @@ def gpu_lesson_rows(task: str, config: Iterable[str], metrics: Iterable[str],
     return headers, rows
 
 
+def results_only(headers: Iterable[str], rows: Iterable[list[Any]]) -> list[list[Any]]:
+    """The rows of :func:`gpu_lesson_rows` whose numbers are results: neither the "not
+    measured" row nor a record whose verdicts did not hold (shown, but not a result)."""
+    label = list(headers).index("label")
+    return [row for row in rows
+            if row[0] != NOT_MEASURED_ON_A_GPU and not str(row[label]).startswith("not a result")]
+
+
 #: The unit of each task's rate, as the results overview names it (the task registry's).
 RATE_UNITS = {name: task.unit for name, task in TASK_REGISTRY.items()}
 

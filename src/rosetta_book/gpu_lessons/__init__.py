@@ -165,7 +165,7 @@ def read_measurements(folder: Path) -> list[dict[str, Any]]:
     return measurements
 
 
-def _record(measurement: Mapping[str, Any], metrics: Mapping[str, Any], results_folder: Path,
+def write_record(measurement: Mapping[str, Any], metrics: Mapping[str, Any], results_folder: Path,
             driver: str | None, incomplete: str | None = None) -> dict[str, Any]:
     """The record of a measurement that ran on the device it was meant for (the check
     it passed, :func:`_device_problem`); ``incomplete`` says what of it did not run."""
@@ -242,7 +242,7 @@ def run_lessons(book: Path, results_folder: Path, lessons: Iterable[str], framew
                 continue
             arrays = measurement.pop("arrays", None)
             if measurement["task"] != TASKS["autotuning"]:
-                outcome.records.append(_record(measurement, measurement["metrics"], results_folder, driver))
+                outcome.records.append(write_record(measurement, measurement["metrics"], results_folder, driver))
                 continue
             key = (measurement["framework"], json.dumps(measurement["config"], sort_keys=True))
             if process.run == 1:
@@ -254,11 +254,11 @@ def run_lessons(book: Path, results_folder: Path, lessons: Iterable[str], framew
                                         f"({measurement['config']})")
                 continue
             metrics = {**first["metrics"], **runs_compared(first["arrays"], arrays)}
-            outcome.records.append(_record(first, metrics, results_folder, driver))
+            outcome.records.append(write_record(first, metrics, results_folder, driver))
     for first in first_runs.values():  # a setting whose second run did not complete
         outcome.problems.append(f"GPU lesson autotuning {first['framework']} {first['config']['setting']}: "
                                 "the second run did not complete; recorded without comparing runs")
-        outcome.records.append(_record(first, first["metrics"], results_folder, driver,
+        outcome.records.append(write_record(first, first["metrics"], results_folder, driver,
                                        incomplete="the second run, to compare with, did not complete"))
     return outcome
 
