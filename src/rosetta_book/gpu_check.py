@@ -382,12 +382,9 @@ class Comparisons:
 
     def verdicts(self) -> dict[str, Any]:
         """``{check: {item: verdict}}`` for a record (a repeated check gets " (2)", ...)."""
-        verdicts: dict[str, Any] = {}
-        for check in self.checks:
-            name, number = check["check"], 2
-            while name in verdicts:
-                name, number = f"{check['check']} ({number})", number + 1
-            verdicts[name] = check["verdicts"]
+        from rosetta_proof.equivalence import verdicts_by_check
+
+        verdicts = verdicts_by_check(self.checks)
         if self.error is not None:
             verdicts["comparison cells"] = f"FAILED: {self.error}"
         if self.not_run is not None:

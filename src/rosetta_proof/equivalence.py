@@ -87,6 +87,18 @@ def verdict(difference: float, tolerance: float) -> str:
     return AGREES
 
 
+def verdicts_by_check(checks: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{check: {item: verdict}}`` of :func:`gated_checks`-shaped checks, for a record (a
+    check gated again gets " (2)", ...)."""
+    verdicts: dict[str, Any] = {}
+    for check in checks:
+        name, number = check["check"], 2
+        while name in verdicts:
+            name, number = f"{check['check']} ({number})", number + 1
+        verdicts[name] = check["verdicts"]
+    return verdicts
+
+
 def tensor_ratios(
     first: Mapping[str, Any], second: Mapping[str, Any], relative: float, floors: Mapping[str, float] | None = None
 ) -> dict[str, float]:

@@ -105,15 +105,10 @@ def record_result(
         "commit": git_commit(),
     }
     if verdicts is None:
-        from .equivalence import gated_checks
+        from .equivalence import gated_checks, verdicts_by_check
 
         checks = gated_checks()
-        verdicts = {}
-        for check in checks:
-            name, number = check["check"], 2
-            while name in verdicts:
-                name, number = f"{check['check']} ({number})", number + 1
-            verdicts[name] = check["verdicts"]
+        verdicts = verdicts_by_check(checks)
         if held is None:
             held = bool(checks) and all(check["passed"] for check in checks)
     record["verdicts"] = dict(verdicts)
