@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from rosetta_proof.tables import markdown_table
+from rosetta_proof.tables import MarkdownText, markdown_table, stored_parameters, symbolic_shape
 from rosetta_utils.timing import NEITHER_FASTER, Timing, faster, format_seconds, measure, median_and_iqr
 
 
@@ -87,3 +87,16 @@ def test_median_and_iqr_are_numpys_linear_quartiles():
     values = [0.3, 0.1, 0.7, 0.2, 0.9, 0.4]
     low, median, high = np.percentile(values, [25, 50, 75])
     assert median_and_iqr(values) == pytest.approx((median, high - low))
+
+
+def test_a_layers_storage_reads_in_the_names_of_its_sizes():
+    sizes = {4: "I", 5: "H", 15: "3H"}
+    assert symbolic_shape((15, 4), sizes) == "(3H, I)"
+    assert symbolic_shape((2, 15), sizes) == "(2, 3H)"  # a size with no name stays a number
+    stored = stored_parameters({"w_ih": (15, 4), "w_hh": (15, 5), "b_ih": (15,), "b_hh": (15,)}, sizes)
+    assert stored == "`w_ih` (3H, I), `w_hh` (3H, H), `b_ih`, `b_hh` (3H)"
+    many = stored_parameters({f"b{i}": (5,) for i in range(6)}, sizes)
+    assert many == "`b0`..`b5` (H)"
+    # Markdown text keeps its code spans and math; plain text is escaped; a "|" never ends a cell
+    table = markdown_table(["a", "b"], [[stored, "w_ih | x"], [MarkdownText("$x K$ | `a_b`"), 1.0]])
+    assert "`w_ih` (3H, I)" in table and "w\\_ih \\| x" in table and "$x K$ \\| `a_b`" in table
