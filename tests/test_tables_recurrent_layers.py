@@ -4,6 +4,7 @@ sizes; a wrong gate order, or Chainer's L.LSTM weights copied in blocks instead 
 interleaved, stops the page naming the case."""
 
 import copy
+import re
 from pathlib import Path
 
 import numpy as np
@@ -152,3 +153,22 @@ def test_chainer_reads_lstm_gates_interleaved_per_unit():
         assert max(np.abs(a - b).max() for a, b in zip(theirs, emulation)) <= FLOAT32_TOLERANCE, str(case)
         wrong = max(np.abs(a - b).max() for a, b in zip(theirs, reference))
         assert (wrong <= FLOAT32_TOLERANCE) == (case.hidden == 1), (str(case), wrong)
+
+
+def test_the_storage_table_is_written_from_what_each_tabs_layers_hold(comparison):
+    """Fifteen rows (a GRU, an LSTM and an LSTM cell per framework), each naming every
+    parameter its layer holds, with the shapes in the sizes' names; a layer's storage
+    changed in one part changes its row."""
+    runs, rows = comparison["runs"], comparison["storage_rows"]
+    assert len(rows) == 3 * len(FRAMEWORKS)
+    for (layer, order, stored, computes), framework in zip(rows, FRAMEWORKS * 3):
+        name = layer.split("`")[1]
+        assert order == comparison["GATE_ORDERS"][name]
+        for parameter in runs[framework].stored[name]:
+            assert f"`{parameter}`" in stored or "`.." in stored, (name, parameter, stored)
+        assert "(" in stored and not re.search(r"[(, ](3|4|12|16)[,)]", stored), stored  # I, H, 3H, 4H
+    pytorch_gru = comparison["stored_parameters"](runs["pytorch"].stored["nn.GRU"], comparison["SIZES"])
+    assert pytorch_gru == "`weight_ih_l0` (3H, I), `weight_hh_l0` (3H, H), `bias_ih_l0`, `bias_hh_l0` (3H)"
+    changed = dict(runs["pytorch"].stored["nn.GRU"], weight_ih_l0=(4 * 4, 3))
+    assert "`weight_ih_l0` (4H, I)" in comparison["stored_parameters"](changed, comparison["SIZES"])
+    assert [row[-1] for row in rows[:5]] == ["$W x$", "$x K$", "$x K$", "$W x$", "$W x$"]
