@@ -415,28 +415,19 @@ def run_device_comparisons(path: Path, folder: Path, timeout: float) -> Comparis
 
 def _comparisons_main(path: str, folder: str, out: str) -> int:
     """In the comparisons' own process: run the page's comparison cells on the saved tab
-    results, recording every verdict the cells pass to ``require``."""
-    from rosetta_proof import equivalence
+    results; every verdict the cells passed to ``require`` is what ``gated_checks`` kept."""
+    from rosetta_proof.equivalence import gated_checks
     from rosetta_proof.tab_results import load_tab_results
 
     from .chapter import ChapterError, load_comparisons
 
-    checks: list[dict[str, Any]] = []
-    original = equivalence.require
-
-    def recording_require(verdicts, check, passing=(equivalence.AGREES, equivalence.REFERENCE)):
-        checks.append({"check": str(check), "verdicts": {str(k): str(v) for k, v in verdicts.items()},
-                       "passed": all(str(v) in passing for v in verdicts.values())})
-        return original(verdicts, check, passing)
-
-    equivalence.require = recording_require  # before any page cell imports it
     results = {framework: run.as_dict() for framework, run in load_tab_results(folder).items()}
     error = None
     try:
-        load_comparisons(path, results)
+        load_comparisons(path, results)  # which starts the page's record of checks anew
     except ChapterError as failure:
         error = str(failure)
-    Path(out).write_text(json.dumps({"checks": checks, "error": error}))
+    Path(out).write_text(json.dumps({"checks": gated_checks(), "error": error}))
     return 0 if error is None else 1
 
 
