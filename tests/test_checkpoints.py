@@ -172,6 +172,63 @@ def test_canonical_and_chainer_files_round_trip_bit_for_bit(model, tmp_path):
     assert named == model and set(read_back) == set(arrays)
 
 
+@pytest.mark.parametrize("model", list(MODELS))
+def test_safetensors_files_hold_pytorchs_state_dict_names_and_round_trip_bit_for_bit(model, tmp_path):
+    """A .safetensors file of the canonical arrays keeps PyTorch's state-dict names, layouts and
+    dtypes (ResNet-50's num_batches_tracked as int64), and comes back bit for bit."""
+    from safetensors.numpy import load_file
+
+    arrays = MODELS[model]()
+    write_canonical(model, arrays, tmp_path / "a.npz", "canonical")
+    convert(model, tmp_path / "a.npz", "canonical", tmp_path / "m.safetensors", "safetensors")
+    stored = load_file(str(tmp_path / "m.safetensors"))
+    assert set(stored) == set(from_canonical(model, "pytorch", arrays).arrays)  # PyTorch's names
+    if model == "resnet50":
+        assert stored["bn1.num_batches_tracked"].dtype == np.int64
+    done = convert(model, tmp_path / "m.safetensors", "safetensors", tmp_path / "b.npz", "canonical")
+    for name in arrays:
+        assert done.canonical[name].tobytes() == arrays[name].tobytes(), name
+
+
+def test_a_safetensors_file_of_another_model_is_refused_and_nothing_is_written(tmp_path):
+    from safetensors.numpy import save_file
+
+    save_file(from_canonical("imdb", "pytorch", imdb_arrays()).arrays, str(tmp_path / "imdb.safetensors"))
+    before = no_leftovers(tmp_path)
+    with pytest.raises(CheckpointError) as refused:
+        convert("cifar10", tmp_path / "imdb.safetensors", "safetensors", tmp_path / "out.npz", "canonical")
+    message = str(refused.value)
+    assert "is not the cifar10 model" in message and "nothing was written" in message
+    assert "missing conv1.weight" in message and "unexpected embedding.weight (11, 4)" in message
+    transposed = from_canonical("cifar10", "pytorch", cifar10_arrays()).arrays
+    transposed["fc1.weight"] = np.ascontiguousarray(transposed["fc1.weight"].T)
+    save_file(transposed, str(tmp_path / "t.safetensors"))
+    with pytest.raises(CheckpointError, match="fc1.weight is"):
+        convert("cifar10", tmp_path / "t.safetensors", "safetensors", tmp_path / "out.pt", "pytorch")
+    (tmp_path / "junk.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(CheckpointError, match="junk.safetensors cannot be read as a safetensors checkpoint"):
+        convert("imdb", tmp_path / "junk.safetensors", "safetensors", tmp_path / "out.npz", "canonical")
+    with pytest.raises(CheckpointError, match=r"a safetensors checkpoint's name ends in \.safetensors"):
+        convert("imdb", tmp_path / "imdb.safetensors", "safetensors", tmp_path / "x.st", "safetensors")
+    assert no_leftovers(tmp_path) == before + ["junk.safetensors", "t.safetensors"]
+
+
+@pytest.mark.skipif("pytorch" not in IN_PROCESS, reason="PyTorch is not installed in this environment")
+def test_pytorch_loads_a_safetensors_file_the_command_wrote_into_its_own_model(tmp_path):
+    """strict load_state_dict: every name and shape is the state dict's own."""
+    import torch
+    from safetensors.torch import load_file
+
+    model = torch.nn.GRU(4, 3, batch_first=True)
+    arrays = {f"gru.{key}": value.detach().numpy() for key, value in model.state_dict().items()}
+    arrays |= {"embedding.weight": np.ones((11, 4), np.float32), "dense.weight": np.ones((2, 3), np.float32),
+               "dense.bias": np.zeros(2, np.float32)}
+    write_canonical("imdb", arrays, tmp_path / "m.safetensors", "safetensors")
+    loaded = load_file(str(tmp_path / "m.safetensors"))
+    model.load_state_dict({key[4:]: value for key, value in loaded.items() if key.startswith("gru.")}, strict=True)
+    assert all(np.array_equal(loaded[name].numpy(), arrays[name]) for name in arrays)
+
+
 def test_a_checkpoint_of_another_model_is_refused_listing_names_and_shapes_and_nothing_is_written(tmp_path):
     write_canonical("imdb", imdb_arrays(), tmp_path / "imdb.npz", "chainer")
     before = no_leftovers(tmp_path)
@@ -228,7 +285,7 @@ def test_unknown_models_and_formats_are_errors_listing_the_valid_ones(tmp_path):
     with pytest.raises(CheckpointError, match="unknown model 'vgg': the models are cifar10, imdb, resnet50"):
         convert("vgg", tmp_path / "a.npz", "canonical", tmp_path / "b.npz", "chainer")
     with pytest.raises(CheckpointError, match="unknown format 'keras': the formats are pytorch, tensorflow, jax, "
-                                              "mxnet, chainer, canonical"):
+                                              "mxnet, chainer, safetensors, canonical"):
         convert("imdb", tmp_path / "a.npz", "canonical", tmp_path / "b.npz", "keras")
     with pytest.raises(CheckpointError, match="unknown framework 'keras'"):
         layout("imdb", "keras")

@@ -6,7 +6,7 @@ For the book's three models, ``cifar10``, ``imdb`` and ``resnet50``::
 
 reads a checkpoint in one framework's own format (a PyTorch state dict, Keras's
 ``.weights.h5``, a Flax nnx state saved with Orbax, Gluon's ``.params``,
-Chainer's ``.npz``), checks that it is the model it names (every name and
+Chainer's ``.npz``) or a ``.safetensors`` file of PyTorch's names, checks that it is the model it names (every name and
 shape; a mismatch is an error listing them, and nothing is written), turns it
 into the canonical arrays (PyTorch's names and layouts) and writes those in
 the other format. The ``canonical`` format is those arrays in a numpy ``.npz``:

@@ -35,7 +35,7 @@ def read_canonical(model: str, source: str | os.PathLike[str], source_format: st
         if named is not None and named != model:
             raise CheckpointError(f"{what} holds the {named} model, not {model}; nothing was written")
         return check_canonical(model, native, what), []
-    converted = to_canonical(model, source_format, native)
+    converted = to_canonical(model, formats.layout_of(source_format), native)
     problems = converted.problems + [problem for problem in mismatches(model, converted.arrays)
                                      if not _already_named(problem, converted.problems)]
     if problems:
@@ -56,7 +56,7 @@ def write_canonical(model: str, canonical: dict[str, np.ndarray], target: str | 
     if target_format == "canonical":
         return formats.write("canonical", target, canonical, model, overwrite=overwrite), []
     formats._check_suffix(target_format, Path(target))
-    converted = from_canonical(model, target_format, canonical)
+    converted = from_canonical(model, formats.layout_of(target_format), canonical)
     groups = None
     if target_format == "tensorflow":
         groups = keras_groups(model, sorted({key.rsplit("/", 1)[0] for key in converted.arrays}))

@@ -13,6 +13,10 @@ imports none. What a format needs, and where the book has it:
     ``mx.nd.load``: MXNet (the legacy environment);
 ``chainer`` (``.npz``): ``chainer.serializers.save_npz(path, model)``, a numpy
     archive (either environment);
+``safetensors`` (``.safetensors``): a PyTorch state dict's names, layouts and
+    dtypes in a safetensors file, the layout most published checkpoints use
+    (``safetensors.torch.save_file(model.state_dict(), path)`` writes one), read and
+    written with ``safetensors.numpy`` (either environment), never with pickle;
 ``canonical`` (``.npz``): the canonical arrays and the model's name, a numpy
     archive read without pickle (either environment): what carries a model from
     one environment to the other.
@@ -36,14 +40,17 @@ import numpy as np
 from .errors import CheckpointError
 
 #: Every format the command reads and writes: the five frameworks' own, and the canonical arrays.
-FORMATS = ("pytorch", "tensorflow", "jax", "mxnet", "chainer", "canonical")
+FORMATS = ("pytorch", "tensorflow", "jax", "mxnet", "chainer", "safetensors", "canonical")
 #: What each format's path looks like.
 SUFFIXES = {"pytorch": ".pt", "tensorflow": ".weights.h5", "jax": "(a folder)", "mxnet": ".params",
-            "chainer": ".npz", "canonical": ".npz"}
+            "chainer": ".npz", "safetensors": ".safetensors", "canonical": ".npz"}
 #: Where each format can be read and written: the book's environment that has its framework.
 ENVIRONMENTS = {"pytorch": "the current one (.venv)", "tensorflow": "the current one (.venv)",
                 "jax": "the current one (.venv)", "mxnet": "the legacy one (.venv-legacy)",
-                "chainer": "either", "canonical": "either"}
+                "chainer": "either", "safetensors": "either", "canonical": "either"}
+#: Formats that keep a framework's names and layouts in another file: a safetensors file
+#: holds what a PyTorch state dict holds.
+SAME_LAYOUT_AS = {"safetensors": "pytorch"}
 MODEL_KEY = "__model__"
 #: Marks a Keras file that also holds its optimizer's variables (which no conversion carries).
 OPTIMIZER_KEY = "__optimizer__"
@@ -53,6 +60,11 @@ def check_format(name: str) -> str:
     if name not in FORMATS:
         raise CheckpointError(f"unknown format {name!r}: the formats are {', '.join(FORMATS)}")
     return name
+
+
+def layout_of(format_name: str) -> str:
+    """The framework whose names and layouts a format's file keeps."""
+    return SAME_LAYOUT_AS.get(check_format(format_name), format_name)
 
 
 def _needs(package: str, format_name: str) -> Any:
@@ -143,6 +155,13 @@ def _read_mxnet(path: Path) -> tuple[dict[str, np.ndarray], None]:
     return {key: value.asnumpy() for key, value in loaded.items()}, None
 
 
+def _read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], None]:
+    _needs("safetensors.numpy", "safetensors")  # or say where it is installed
+    from safetensors.numpy import load_file
+
+    return dict(load_file(str(path))), None
+
+
 def _read_npz(path: Path) -> tuple[dict[str, np.ndarray], str | None]:
     with np.load(path, allow_pickle=False) as archive:
         arrays = {key: archive[key] for key in archive.files}
@@ -152,7 +171,7 @@ def _read_npz(path: Path) -> tuple[dict[str, np.ndarray], str | None]:
 
 _READERS: dict[str, Callable[[Path], tuple[dict[str, np.ndarray], str | None]]] = {
     "pytorch": _read_pytorch, "tensorflow": _read_keras, "jax": _read_flax, "mxnet": _read_mxnet,
-    "chainer": _read_npz, "canonical": _read_npz,
+    "chainer": _read_npz, "safetensors": _read_safetensors, "canonical": _read_npz,
 }
 
 
@@ -182,7 +201,8 @@ def write(format_name: str, path: str | os.PathLike[str], arrays: Mapping[str, n
     check_format(format_name)
     target = Path(path)
     _check_suffix(format_name, target)
-    module = {"pytorch": "torch", "tensorflow": "h5py", "jax": "orbax.checkpoint", "mxnet": "mxnet"}.get(format_name)
+    module = {"pytorch": "torch", "tensorflow": "h5py", "jax": "orbax.checkpoint", "mxnet": "mxnet",
+              "safetensors": "safetensors.numpy"}.get(format_name)
     if module is not None:
         _needs(module, format_name)  # before anything is written
     with _into_place(target, overwrite) as written:
@@ -194,6 +214,8 @@ def write(format_name: str, path: str | os.PathLike[str], arrays: Mapping[str, n
             _write_flax(written, arrays)
         elif format_name == "mxnet":
             _write_mxnet(written, arrays)
+        elif format_name == "safetensors":
+            _write_safetensors(written, arrays)
         else:
             extra = {MODEL_KEY: np.array(model)} if format_name == "canonical" else {}
             with open(written, "wb") as handle:  # np.savez would add .npz to a name without it
@@ -251,3 +273,12 @@ def _write_flax(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
 def _write_mxnet(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     mx = _needs("mxnet", "mxnet")
     mx.nd.save(str(path), {key: mx.nd.array(value, dtype=value.dtype) for key, value in arrays.items()})
+
+
+def _write_safetensors(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    _needs("safetensors.numpy", "safetensors")  # or say where it is installed
+    from safetensors.numpy import save_file
+
+    tensors = {key: np.ascontiguousarray(value) for key, value in arrays.items()}
+    # "pt": the metadata Hugging Face's loaders look for in a PyTorch checkpoint
+    save_file(tensors, str(path), metadata={"format": "pt"})
