@@ -49,18 +49,21 @@ class ResultRow:
     weights: str = "-"  # the weights they rest on (stand-in, pretrained, trained here)
 
     def cells(self) -> list[Any]:
+        """The row of :data:`HEADERS`: what was measured, where, on what, and from which run."""
+        where = f"{self.device}; {self.profile} profile; {self.source}"
+        run = f"{self.date[:10]}, commit {self.commit}"
+        data = f"data: {self.data}; weights: {self.weights}"
         if self.standing:  # its numbers are not shown: its verdicts did not hold
-            return [self.task, self.framework, self.device, self.profile, self.source, "-", "-", "-",
-                    self.data, self.weights, self.date[:10], self.commit, f"not a result: {self.standing}"]
-        time = f"{self.time[1]:.3g} ({self.time[0].replace('_', ' ')})" if self.time else "-"
-        rate = f"{self.rate[1]:,.1f} ({self.rate[0].replace('_', ' ')})" if self.rate else "-"
-        accuracy = f"{self.accuracy:.4f}" if self.accuracy is not None else "-"
-        return [self.task, self.framework, self.device, self.profile, self.source, time, rate,
-                accuracy, self.data, self.weights, self.date[:10], self.commit, self.label or "current"]
+            return [self.task, self.framework, where, "-", data, f"{run}: not a result: {self.standing}"]
+        measured = [f"{self.time[1]:.3g} ({self.time[0].replace('_', ' ')})" if self.time else "",
+                    f"{self.rate[1]:,.1f} ({self.rate[0].replace('_', ' ')})" if self.rate else "",
+                    f"test accuracy {self.accuracy:.4f}" if self.accuracy is not None else ""]
+        return [self.task, self.framework, where, "; ".join(m for m in measured if m) or "-", data,
+                f"{run}: {self.label or 'current'}"]
 
 
-HEADERS = ["task", "framework", "device", "profile", "source", "time", "rate", "test accuracy",
-           "data", "weights", "date", "commit", "label"]
+HEADERS = ["task", "framework", "where: device, profile, source", "measured: time, rate, test accuracy",
+           "data and weights", "run: date, commit, label"]
 
 
 def _first(metrics: dict[str, Any], names: Iterable[str]) -> tuple[str, float] | None:
@@ -193,28 +196,36 @@ def results_only(headers: Iterable[str], rows: Iterable[list[Any]]) -> list[list
 RATE_UNITS = {name: task.unit for name, task in TASK_REGISTRY.items()}
 
 
-def _series_cell(row: ResultRow | None) -> tuple[Any, str]:
-    """A rate and the label that says where it was measured: device, profile, date; or,
-    for a record whose verdicts did not hold, no rate and why."""
+def _rate_cell(row: ResultRow | None) -> str:
+    """A rate, then where it was measured: device, profile, date ("80.0 (cpu, smoke,
+    2026-11-30)"); for a record whose verdicts did not hold, no rate but why; "-" for none."""
     if row is not None and row.standing:
-        return "not a result", f"{row.device}, {row.date[:10]}: {row.standing}"
+        return f"not a result ({row.device}, {row.date[:10]}: {row.standing})"
     if row is None or row.rate is None:
-        return "-", "-"
+        return "-"
     where = f"{row.device}, {row.profile}, {row.date[:10]}"
     if row.label:
         where += f" ({row.label})"
-    return f"{row.rate[1]:,.1f}", where
+    return f"{row.rate[1]:,.1f} ({where})"
+
+
+def rate_of(cell: str) -> float:
+    """The rate a :func:`task_overview` cell shows, as a number; 0 where it shows none
+    ("-", or a record whose verdicts did not hold)."""
+    first = str(cell).split(" ")[0].replace(",", "")
+    return float(first) if first[:1].isdigit() else 0.0
 
 
 def task_overview(task: str, rows: Iterable[ResultRow], published: Any = None) -> tuple[list[str], list[list[Any]]]:
     """One task's overview table: per framework (the book's order), the reference's K80 and
     P100 rates (``published``: its :class:`~rosetta_proof.reference.PublishedTimes`, or
     ``None`` where it published none), this build's newest rate, and the newest curated
-    record measured on a GPU, each with its device, profile and date. ``rows`` are
-    :func:`results_rows`'s; a framework with nothing anywhere shows ``"-"``."""
+    record measured on a GPU, each rate with its device, profile and date in its own cell
+    (five columns: the table fits the text column). ``rows`` are :func:`results_rows`'s;
+    a framework with nothing anywhere shows ``"-"``."""
     unit = RATE_UNITS.get(task, "items/s")
     headers = ["framework", f"K80, 2018 ({unit})", f"P100, 2018 ({unit})", f"this build ({unit})",
-               "this build: device, profile, date", f"GPU record ({unit})", "GPU record: device, profile, date"]
+               f"GPU record ({unit})"]
     build: dict[str, ResultRow] = {}
     gpu: dict[str, ResultRow] = {}
     for row in rows:
@@ -232,16 +243,15 @@ def task_overview(task: str, rows: Iterable[ResultRow], published: Any = None) -
     for framework in FRAMEWORKS:
         k80, p100 = published.items_per_second(framework) if published is not None else (None, None)
         table.append([framework, f"{k80:,.1f}" if k80 else "-", f"{p100:,.1f}" if p100 else "-",
-                      *_series_cell(build.get(framework)), *_series_cell(gpu.get(framework))])
+                      _rate_cell(build.get(framework)), _rate_cell(gpu.get(framework))])
     return headers, table
 
 
 #: Where benchmark reports live: ``bench-<task>.json``, written by
 #: ``python -m rosetta_book.bench <task>`` (into this build's results folder by default).
 BENCH_PATTERN = "bench-*.json"
-BENCH_HEADERS = ["task", "framework", "page's configuration", "fastest found", "page / fastest", "target",
-                 "page: share of peak", "fastest: share of peak", "measured"]
-
+BENCH_HEADERS = ["task", "framework", "configurations: the page's; the fastest found", "page / fastest (target)",
+                 "share of peak: the page's; the fastest's", "measured"]
 
 class CorruptBenchReportWarning(UserWarning):
     """A benchmark report that cannot be read: skipped, the file left as it was."""
@@ -270,26 +280,45 @@ def load_bench_reports(folders: Iterable[Path]) -> list[dict[str, Any]]:
     return [newest[task] for task in sorted(newest)]
 
 
+def _share(result: dict[str, Any], configuration: dict[str, Any]) -> str:
+    """A configuration's share of the peak; no verdict where something measured above the
+    peak, which is then no upper bound (the report's ``above_peak``)."""
+    if result.get("above_peak"):
+        return f"no verdict ({', '.join(result['above_peak'])} above the peak)"
+    return f"{configuration['fraction_of_peak']:.1%}"
+
+
+def _bench_parts(report: dict[str, Any]) -> list[dict[str, str]]:
+    """Per framework of a report: its configurations, their ratio against the target, both
+    shares of the peak, and where and when it was measured, each as a table shows it."""
+    load = report.get("load_average", {}).get("before") or ["?"]
+    where = (f"{str(report['started'])[:16]}, {report.get('profile', '?')} profile, load {load[0]}, "
+             f"{report.get('rounds', '?')} rounds")
+    parts = []
+    for framework, result in report["frameworks"].items():
+        page = result["configurations"][result["page_configuration"]]
+        fastest = result["configurations"][result["fastest_configuration"]]
+        spread = ("" if result["page_configuration"] == result["fastest_configuration"]
+                  or "fastest_clear_of_page" not in result
+                  else ", beyond the spread" if result["fastest_clear_of_page"] else ", inside the spread")
+        parts.append({"task": report["task"], "framework": framework, "page": result["page_configuration"],
+                      "fastest": result["fastest_configuration"], "ratio": f"{result['ratio']:.2f}{spread}",
+                      "target": f"{report['target_ratio']:.2f} ({'met' if result['meets_target'] else 'MISSED'})",
+                      "page share": _share(result, page), "fastest share": _share(result, fastest),
+                      "where": where})
+    return parts
+
+
 def bench_rows(reports: Iterable[dict[str, Any]]) -> list[list[Any]]:
-    """One row per task and framework of each report: the page's configuration, the fastest
-    the benchmark found, their ratio against the report's target, both shares of the peak,
-    and where and when it was measured (profile, the machine's load average before)."""
-    rows = []
-    for report in reports:
-        load = report.get("load_average", {}).get("before") or ["?"]
-        where = (f"{str(report['started'])[:16]}, {report.get('profile', '?')} profile, load {load[0]}, "
-                 f"{report.get('rounds', '?')} rounds")
-        for framework, result in report["frameworks"].items():
-            page = result["configurations"][result["page_configuration"]]
-            fastest = result["configurations"][result["fastest_configuration"]]
-            spread = ("" if result["page_configuration"] == result["fastest_configuration"]
-                      or "fastest_clear_of_page" not in result
-                      else ", beyond the spread" if result["fastest_clear_of_page"] else ", inside the spread")
-            rows.append([report["task"], framework, result["page_configuration"], result["fastest_configuration"],
-                         f"{result['ratio']:.2f}{spread}", f"{report['target_ratio']:.2f} "
-                         f"({'met' if result['meets_target'] else 'MISSED'})",
-                         f"{page['fraction_of_peak']:.1%}", f"{fastest['fraction_of_peak']:.1%}", where])
-    return rows
+    """The Results page's rows: per task and framework of each report, the page's
+    configuration and the fastest the benchmark found, their ratio against the report's
+    target, both shares of the peak, and where and when it was measured (profile, the
+    machine's load average before), in six columns that fit the text column."""
+    return [[part["task"], part["framework"], f"{part['page']}; {part['fastest']}",
+             f"{part['ratio']} (target {part['target']})",
+             part["page share"] if part["page share"] == part["fastest share"]
+             else f"{part['page share']}; {part['fastest share']}", part["where"]]
+            for report in reports for part in _bench_parts(report)]
 
 
 #: The columns of a task page's benchmark table (:func:`task_bench_table`).
@@ -445,8 +474,9 @@ def task_bench_table(task: str, build: Path, curated: Path) -> tuple[str, list[s
                 f"`python -m rosetta_book.bench {task}` (or `make bench`) writes one, which the "
                 "next build shows here.", TASK_BENCH_HEADERS, [])
     (report,) = reports
-    rows = [row[1:-1] + [why_page_stops(report["frameworks"][row[1]], report["target_ratio"])]
-            for row in bench_rows([report])]
+    rows = [[part["framework"], part["page"], part["fastest"], part["ratio"], part["target"], part["page share"],
+             part["fastest share"], why_page_stops(report["frameworks"][part["framework"]], report["target_ratio"])]
+            for part in _bench_parts(report)]
     return describe_bench_report(report, curated), TASK_BENCH_HEADERS, rows
 
 
