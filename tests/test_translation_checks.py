@@ -45,6 +45,16 @@ def test_approximate_rows_and_missing_features_are_reported_not_raised():
     assert shares["pytorch"] == 1.0 and shares["jax"] == 0.5
 
 
+def test_an_approximate_row_that_counts_bits_says_so_not_a_bare_number():
+    runs = runs_with(jax={"dense": np.array([1.0, 34.0])})
+    checks = check_concepts("p", runs, REFERENCES, approximate=["dense"], units={"dense": "bits"})
+    assert [checks[0].verdict, checks[1].verdict] == ["the same", "differs by 32 bits"]
+    from rosetta_proof.compact_table import _short
+    assert _short(checks[1]) == "differs by 32 bits"
+    with pytest.raises(ValueError, match="units for rows that are not approximate"):
+        check_concepts("p", runs, REFERENCES, units={"dense": "bits"})
+
+
 def test_a_framework_that_leaves_a_concept_out_or_the_wrong_shape_is_a_mismatch():
     runs = runs_with()
     del runs["jax"]["outputs"]["pool"]

@@ -56,7 +56,7 @@ def _short(check: Any) -> str:
     if check.error is None:
         return f"none: {check.note}" if check.note else "none"
     if not check.exact:
-        return f"approximate ({check.error:.1g})"
+        return check.counted() or f"approximate ({check.error:.1g})"
     if check.condition:
         return f"exact where {_code(check.condition)}; else differs ({check.outside})"
     return "exact"

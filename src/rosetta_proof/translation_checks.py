@@ -30,7 +30,7 @@ and only reported, never raised: exactness is per concept and framework.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from rosetta_utils.cases import Case, grid_axes
@@ -58,13 +58,20 @@ class RowCheck:
     condition: str | None = None  # where the translation holds; None: on every case
     worst: str = ""  # the case of the largest error (inside the condition)
     outside: str = ""  # a case outside the condition where it differs, with its error
+    unit: str = ""  # what an approximate row's difference counts (e.g. "bits"), if not a value
+
+    def counted(self) -> str:
+        """An approximate row's difference in its unit ("differs by 32 bits"); "" without one."""
+        if not self.unit or self.error is None:
+            return ""
+        return "the same" if self.error == 0 else f"differs by {self.error:g} {self.unit}"
 
     @property
     def verdict(self) -> str:
         if self.error is None:
             return f"none: {self.note}" if self.note else "none"
         if not self.exact:
-            return f"approximate ({self.error:.2g})"
+            return self.counted() or f"approximate ({self.error:.2g})"
         if not self.error <= self.tolerance:  # NaN too
             return f"DIFFERS ({self.error:.3g} > {self.tolerance:g}{f' at {self.worst}' if self.worst else ''})"
         if self.condition:
@@ -168,6 +175,7 @@ def check_concepts(
     raise_on_mismatch: bool = True,
     grids: Mapping[str, Sequence[Case]] | None = None,
     conditions: Mapping[str, Mapping[str, str]] | None = None,
+    units: Mapping[str, str] | None = None,
 ) -> list[RowCheck]:
     """One :class:`RowCheck` per concept and framework, in the order of ``references``.
 
@@ -181,16 +189,22 @@ def check_concepts(
     framework that leaves a concept out entirely is a mismatch: its cell must
     say why instead. With ``raise_on_mismatch`` (the build), an exact row that
     disagrees inside its condition raises :class:`TranslationMismatch`; a
-    needless condition always does.
+    needless condition always does. ``units`` names what an approximate row's
+    difference counts where it is no measured value (a dtype's bits), so that
+    its verdict says "differs by 32 bits" rather than a bare number.
     """
     tolerances = dict(tolerances or {})
+    units = dict(units or {})
     approximate_pairs = _approximate_pairs(approximate)
     grids = dict(grids or {})
     conditions = {concept: dict(by_framework) for concept, by_framework in (conditions or {}).items()}
-    unknown = (set(tolerances) | set(approximate_pairs) | set(grids) | set(conditions)) - set(references)
+    unknown = (set(tolerances) | set(approximate_pairs) | set(grids) | set(conditions) | set(units)) - set(references)
     if unknown:
-        raise ValueError(f"{page}: tolerances, approximate rows, grids or conditions for concepts without "
-                         f"a reference: {sorted(unknown)}")
+        raise ValueError(f"{page}: tolerances, approximate rows, grids, conditions or units for concepts "
+                         f"without a reference: {sorted(unknown)}")
+    exact_with_unit = set(units) - set(approximate_pairs)
+    if exact_with_unit:
+        raise ValueError(f"{page}: units for rows that are not approximate: {sorted(exact_with_unit)}")
     off_grid = set(conditions) - set(grids)
     if off_grid:
         raise ValueError(f"{page}: conditions for concepts checked on no grid: {sorted(off_grid)}")
@@ -216,6 +230,8 @@ def check_concepts(
             errors = _errors(page, concept, framework, got, expected, cases)
             check = _check_on_grid(page, concept, framework, errors, cases, condition, bound, exact,
                                    raise_on_mismatch)
+            if not exact and concept in units:
+                check = replace(check, unit=units[concept])
             if raise_on_mismatch and exact:  # an exact row that differs stops the build
                 count_gated(1)
                 if check.verdict.startswith("DIFFERS"):
