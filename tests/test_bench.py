@@ -21,7 +21,7 @@ from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tiny import FLOP_PER_ITEM, TINY
 from rosetta_book.chapter import load_chapter
 
-from conftest import IN_PROCESS, smoke_offline
+from conftest import IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
 
 ROOT = Path(__file__).parents[1]
 TINY_SPEC = "rosetta_book.bench.tiny:TINY"
@@ -578,3 +578,41 @@ def test_a_report_written_as_json_reads_back_as_the_results_pages_rows(tmp_path)
         if not result.get("above_peak"):
             assert rows[framework][4] in (shares[0] if shares[0] == shares[1] else "; ".join(shares)), framework
             assert all(float(share.rstrip("%")) <= 100 for share in shares), framework
+
+
+def _fresh_layer_weights(framework):
+    """A small layer's initial weights, drawn from the framework's global generator, as the
+    Keras, Gluon and Chainer ResNet-50s draw theirs."""
+    if framework == "pytorch":
+        import torch
+        return torch.nn.Linear(8, 4).weight.detach().numpy().copy()
+    if framework == "tensorflow":
+        import keras
+        layer = keras.layers.Dense(4)
+        layer.build((None, 8))
+        return layer.kernel.numpy().copy()
+    if framework == "mxnet":
+        np.bool = bool  # MXNet 1.9 on numpy 1.26, as the pages import it
+        from mxnet import gluon
+        layer = gluon.nn.Dense(4, in_units=8)
+        layer.initialize()
+        return layer.weight.data().asnumpy().copy()
+    if framework == "chainer":
+        import chainer.links as L
+        return L.Linear(8, 4).W.array.copy()
+    pytest.skip(f"{framework}'s pages draw weights from explicit keys")
+
+
+@pytest.mark.parametrize("framework", IN_PROCESS_PARAMS)
+def test_every_build_of_a_configuration_starts_from_the_same_random_weights(framework):
+    """The benchmark seeds the framework's generator before each build, so a configuration's
+    first result is compared with the page's on the same weights (unseeded, two builds differ)."""
+    from rosetta_book.bench.worker import seed_random_weights
+
+    unseeded = [_fresh_layer_weights(framework) for _ in range(2)]
+    assert not np.array_equal(*unseeded)
+    seeded = []
+    for _ in range(2):
+        seed_random_weights()
+        seeded.append(_fresh_layer_weights(framework))
+    np.testing.assert_array_equal(*seeded)

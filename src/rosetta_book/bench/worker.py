@@ -48,6 +48,27 @@ def matches_defaults(builder: Callable[..., Any], options: Mapping[str, Any], wh
                for key, value in options.items())
 
 
+def seed_random_weights(seed: int = 0) -> None:
+    """Seed the random draws a page's builder makes its weights from, before each build:
+    every configuration, in every process, starts from the same weights, so that its first
+    result can be compared with the page configuration's (:meth:`Task.same_result`). The
+    pages' PyTorch and JAX builders seed themselves; the Keras, Gluon and Chainer ResNet-50s
+    draw from their framework's global generator (Chainer's is numpy's). Only what the
+    page imported is seeded."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+    if "keras" in sys.modules:
+        sys.modules["keras"].utils.set_random_seed(seed)
+    if "mxnet" in sys.modules:
+        sys.modules["mxnet"].random.seed(seed)
+
+
 def prepare_call(task: Task, namespace: Mapping[str, Any], framework: str, options: Mapping[str, Any],
                  steps: int, batch_factor: float = 1.0) -> tuple[Callable[[], Any], int]:
     """Build one alternative with the page's builder; return ``(call, items)``: ``call()``
@@ -57,6 +78,7 @@ def prepare_call(task: Task, namespace: Mapping[str, Any], framework: str, optio
     examples one call processes."""
     synchronize = task.synchronize(framework)
     builder = namespace[task.builder]
+    seed_random_weights()
     if task.training:
         inputs, labels = task.inputs(namespace)
         _, train_step, to_device = builder(**options)
