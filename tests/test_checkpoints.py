@@ -190,16 +190,11 @@ def test_safetensors_files_hold_pytorchs_state_dict_names_and_round_trip_bit_for
         assert done.canonical[name].tobytes() == arrays[name].tobytes(), name
 
 
-def test_a_safetensors_file_of_another_model_is_refused_and_nothing_is_written(tmp_path):
+def test_a_safetensors_file_with_a_transposed_kernel_or_not_safetensors_is_refused(tmp_path):
     from safetensors.numpy import save_file
 
-    save_file(from_canonical("imdb", "pytorch", imdb_arrays()).arrays, str(tmp_path / "imdb.safetensors"))
+    write_canonical("imdb", imdb_arrays(), tmp_path / "imdb.safetensors", "safetensors")
     before = no_leftovers(tmp_path)
-    with pytest.raises(CheckpointError) as refused:
-        convert("cifar10", tmp_path / "imdb.safetensors", "safetensors", tmp_path / "out.npz", "canonical")
-    message = str(refused.value)
-    assert "is not the cifar10 model" in message and "nothing was written" in message
-    assert "missing conv1.weight" in message and "unexpected embedding.weight (11, 4)" in message
     transposed = from_canonical("cifar10", "pytorch", cifar10_arrays()).arrays
     transposed["fc1.weight"] = np.ascontiguousarray(transposed["fc1.weight"].T)
     save_file(transposed, str(tmp_path / "t.safetensors"))
@@ -229,14 +224,19 @@ def test_pytorch_loads_a_safetensors_file_the_command_wrote_into_its_own_model(t
     assert all(np.array_equal(loaded[name].numpy(), arrays[name]) for name in arrays)
 
 
-def test_a_checkpoint_of_another_model_is_refused_listing_names_and_shapes_and_nothing_is_written(tmp_path):
-    write_canonical("imdb", imdb_arrays(), tmp_path / "imdb.npz", "chainer")
+@pytest.mark.parametrize("format_name, suffix, missing, unexpected", [
+    ("chainer", ".npz", "conv1/W", "embedding/W (11, 4)"),
+    ("safetensors", ".safetensors", "conv1.weight", "embedding.weight (11, 4)"),
+])
+def test_a_checkpoint_of_another_model_is_refused_listing_names_and_shapes_and_nothing_is_written(
+        tmp_path, format_name, suffix, missing, unexpected):
+    write_canonical("imdb", imdb_arrays(), tmp_path / f"imdb{suffix}", format_name)
     before = no_leftovers(tmp_path)
     with pytest.raises(CheckpointError) as refused:
-        convert("cifar10", tmp_path / "imdb.npz", "chainer", tmp_path / "out.npz", "canonical")
+        convert("cifar10", tmp_path / f"imdb{suffix}", format_name, tmp_path / "out.npz", "canonical")
     message = str(refused.value)
     assert "is not the cifar10 model" in message and "nothing was written" in message
-    assert "missing conv1/W" in message and "unexpected embedding/W (11, 4)" in message
+    assert f"missing {missing}" in message and f"unexpected {unexpected}" in message
     assert no_leftovers(tmp_path) == before  # no target, no temporary file
 
 
