@@ -4,8 +4,10 @@ import hashlib
 import importlib.abc
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -63,6 +65,11 @@ def missing_frameworks() -> list[str]:
 
 
 def pytest_configure(config):
+    # The tests' records (a page's comparisons run on planted errors among them) go to a
+    # folder of this run's own, never into the build's results that later builds read.
+    if not os.environ.get(OWN_PROCESS_VARIABLE):
+        config.rosetta_results = tempfile.mkdtemp(prefix="rosetta-test-results-")
+        os.environ["ROSETTA_RESULTS_DIR"] = config.rosetta_results
     missing = missing_frameworks()
     if missing:
         raise pytest.UsageError(
@@ -70,6 +77,13 @@ def pytest_configure(config):
             f"this checkout runs them, or the {TEST_ENVIRONMENT} one cannot import them. Run `make "
             "environments`, or leave them out of ROSETTA_FRAMEWORKS (selected now: "
             f"{', '.join(SELECTED)})")
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "rosetta_results", None):
+        shutil.rmtree(config.rosetta_results, ignore_errors=True)
+
+
 #: ``IN_PROCESS`` for ``pytest.mark.parametrize``: the legacy ones marked ``legacy``.
 IN_PROCESS_PARAMS = [pytest.param(name, marks=pytest.mark.legacy) if name in LEGACY_FRAMEWORKS else name
                      for name in IN_PROCESS]
