@@ -1,5 +1,5 @@
-// The porting checklist (rosetta_proof.checklist): show the lines that matter for the pair
-// of frameworks chosen, in the two selects or in the URL (?from=pytorch&to=jax).
+// The porting checklist (rosetta_proof.checklist): show the ranked list of the pair of
+// frameworks chosen, in the two selects or in the URL (?from=pytorch&to=jax).
 document.addEventListener("DOMContentLoaded", () => {
   for (const list of document.querySelectorAll(".rosetta-checklist")) {
     const from = list.querySelector('select[name="from"]');
@@ -9,23 +9,19 @@ document.addEventListener("DOMContentLoaded", () => {
     from.value = known(params.get("from")) ? params.get("from") : "pytorch";
     to.value = known(params.get("to")) ? params.get("to") : "tensorflow";
     const show = () => {
-      const pair = new Set([from.value, to.value]);
-      let shown = 0;
-      for (const line of list.querySelectorAll(".rosetta-checklist-line")) {
-        const matters = line.dataset.frameworks.split(" ").some((name) => pair.has(name));
-        line.hidden = !matters;
-        shown += matters ? 1 : 0;
-        for (const cell of line.querySelectorAll("li[data-framework]")) {
-          cell.hidden = !pair.has(cell.dataset.framework);
-        }
+      let shown = null;
+      for (const block of list.querySelectorAll(".rosetta-checklist-block")) {
+        block.hidden = !(block.dataset.from === from.value && block.dataset.to === to.value);
+        if (!block.hidden) shown = block;
       }
-      for (const heading of list.querySelectorAll("h3")) {
-        const items = heading.nextElementSibling;
-        const any = [...items.children].some((line) => !line.hidden);
-        heading.hidden = !any;
-        items.hidden = !any;
+      const count = list.querySelector(".rosetta-checklist-count");
+      if (shown === null) {
+        count.textContent = "choose two different frameworks";
+      } else {
+        const lines = shown.querySelectorAll(".rosetta-checklist-line");
+        const first = shown.querySelectorAll("ol > .rosetta-checklist-line").length;
+        count.textContent = `${lines.length} traps, ${first} of them silent first`;
       }
-      list.querySelector(".rosetta-checklist-count").textContent = `${shown} traps`;
       const url = new URL(window.location.href);
       url.searchParams.set("from", from.value);
       url.searchParams.set("to", to.value);

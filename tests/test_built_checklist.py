@@ -28,3 +28,17 @@ def test_every_checklist_link_lands_on_its_row():
             targets[target] = BeautifulSoup(target.read_text(), "html.parser")
         assert address.fragment and targets[target].find(id=address.fragment), link["href"]
     assert {path.name for path in targets} >= {"layers.html", "losses.html", "optimizers.html"}
+
+
+def test_every_pair_opens_with_at_most_ten_silent_traps():
+    soup = BeautifulSoup((Path(HTML) / "book" / "porting_checklist.html").read_text(), "html.parser")
+    blocks = soup.select(".rosetta-checklist-block")
+    assert len(blocks) == 20  # five frameworks, each direction of each pair
+    for block in blocks:
+        first = block.find("ol").select(".rosetta-checklist-line")
+        assert len(first) <= 10, block["data-from"] + " to " + block["data-to"]
+        assert {line["data-cost"] for line in first} <= {"silent", "condition"}
+        rest = [line["data-cost"] for line in block.select("ul > .rosetta-checklist-line")]
+        assert rest == sorted(rest, key=["silent", "condition", "error", "noise", "weights"].index)
+    opening = soup.select_one('[data-from="pytorch"][data-to="tensorflow"] ol').get_text()
+    assert "Batch normalisation" in opening  # momentum and epsilon, whose defaults differ

@@ -401,24 +401,31 @@ def test_every_appendix_table_fits_the_text_column(browser, site):
 
 CHECKLIST_STATE = """
 const list = document.querySelector('.rosetta-checklist');
+const shown = [...list.querySelectorAll('.rosetta-checklist-line')].filter(l => !l.closest('section').hidden);
 return {pair: [list.querySelector('select[name="from"]').value, list.querySelector('select[name="to"]').value],
-        shown: [...list.querySelectorAll('.rosetta-checklist-line')].filter(l => !l.hidden)
-                 .map(l => l.dataset.frameworks.split(' ')),
-        cells: [...list.querySelectorAll('.rosetta-checklist-line:not([hidden]) li[data-framework]')]
-                 .filter(c => !c.hidden).map(c => c.dataset.framework),
+        shown: shown.map(l => l.dataset.frameworks.split(' ')),
+        first: shown.filter(l => l.parentElement.tagName === 'OL').map(l => l.dataset.cost),
+        cells: shown.flatMap(l => [...l.querySelectorAll('li[data-framework]')]).map(c => c.dataset.framework),
+        count: list.querySelector('.rosetta-checklist-count').textContent,
+        blocks: [...list.querySelectorAll('section')].filter(b => !b.hidden).length,
         total: list.querySelectorAll('.rosetta-checklist-line').length};
 """
 
 
-def test_the_checklist_shows_the_lines_of_the_pair_chosen(browser, site):
+def test_the_checklist_shows_the_ranked_list_of_the_pair_chosen(browser, site):
     load(browser, f"{site}book/porting_checklist.html?from=mxnet&to=chainer")
     state = browser.execute_script(CHECKLIST_STATE)
-    assert state["pair"] == ["mxnet", "chainer"] and state["total"] > 0
-    assert state["shown"] and all({"mxnet", "chainer"} & set(line) for line in state["shown"])
-    assert set(state["cells"]) <= {"mxnet", "chainer"}
+    assert state["pair"] == ["mxnet", "chainer"] and state["total"] > 0 and state["blocks"] == 1
+    assert state["shown"] and all(set(line) == {"mxnet", "chainer"} for line in state["shown"])
+    assert set(state["cells"]) == {"mxnet", "chainer"}
+    assert len(state["first"]) <= 10 and set(state["first"]) <= {"silent", "condition"}
+    assert state["count"] == f"{len(state['shown'])} traps, {len(state['first'])} of them silent first"
     from selenium.webdriver.support.ui import Select
 
     Select(browser.find_element("css selector", '.rosetta-checklist select[name="to"]')).select_by_value("jax")
     changed = browser.execute_script(CHECKLIST_STATE)
     assert changed["pair"] == ["mxnet", "jax"] and "to=jax" in browser.current_url
-    assert all({"mxnet", "jax"} & set(line) for line in changed["shown"])
+    assert changed["shown"] and all(set(line) == {"mxnet", "jax"} for line in changed["shown"])
+    Select(browser.find_element("css selector", '.rosetta-checklist select[name="to"]')).select_by_value("mxnet")
+    same = browser.execute_script(CHECKLIST_STATE)
+    assert same["blocks"] == 0 and same["count"] == "choose two different frameworks"

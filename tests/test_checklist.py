@@ -1,61 +1,126 @@
-"""The porting checklist: what the tables record, which rows matter for a pair of
-frameworks, and the HTML the page shows (its links and the frameworks each line is for)."""
+"""The porting checklist: what the tables record, what each row costs a port between two
+frameworks (from the row's own checks), the ranking, and the HTML the page shows."""
 
 import json
 
 import numpy as np
 import pytest
 
-from rosetta_proof.checklist import (ChecklistError, checklist_html, checklist_lines, for_pair, load_tables,
-                                     names_framework, record_table)
+from rosetta_proof.checklist import (COSTS, FIRST, ChecklistError, checklist_html, classify, first_traps,
+                                     load_tables, names_framework, pair_traps, record_table)
 from rosetta_proof.translation_checks import check_concepts
 from rosetta_utils.cases import grid
 
-CASES = grid(size=(4, 5))
+CASES = grid(size=(4, 5, 6))
+CONCEPTS = ("plain", "named", "odd", "shifted", "raises", "drawn")
+
+
+def calls(concept, title, traps=(), jax="nnx.Call()"):
+    return {"title": title, "label": f"tables-t-{concept}", "traps": list(traps),
+            "calls": {"pytorch": [{"text": f"nn.{title.split()[0]}()"}], "tensorflow": [{"text": "layers.Call()"}],
+                      "jax": "none" if jax is None else [{"text": jax}]}}
+
+
 CALLS = {
-    "plain": {"title": "Plain", "label": "tables-t-plain", "traps": [],
-              "calls": {"pytorch": [{"text": "nn.Plain()"}], "jax": [{"text": "nnx.Plain()"}]}},
-    "named": {"title": "Named", "label": "tables-t-named",
-              "traps": ["Trap: Flax's `nnx.Named` pads at the end."],
-              "calls": {"pytorch": [{"text": "nn.Named()"}], "jax": [{"text": "nnx.Named()"}]}},
-    "odd": {"title": "Odd sizes", "label": "tables-t-odd", "traps": [],
-            "calls": {"pytorch": [{"text": "nn.Odd()"}], "jax": "none"}},
+    "plain": calls("plain", "Plain"),
+    "named": calls("named", "Named", ["Trap: Flax's `nnx.Named` pads at the end."]),
+    "odd": calls("odd", "Odd sizes", jax=None),
+    "shifted": calls("shifted", "Shifted"),
+    "raises": calls("raises", "Raises"),
+    "drawn": calls("drawn", "Drawn"),
 }
 
 
-def checks():
-    reference = {"plain": np.ones(2), "named": np.ones(2), "odd": [np.arange(c.size) * 1.0 for c in CASES]}
-    runs = {"pytorch": {"outputs": {"plain": np.ones(2), "named": np.ones(2),
-                                    "odd": [np.arange(c.size) * 1.0 + (c.size == 5) for c in CASES]}},
-            "jax": {"outputs": {"plain": np.ones(2), "named": np.ones(2), "odd": "no such layer"}}}
-    return check_concepts("tables/t.md", runs, reference, grids={"odd": CASES},
-                          conditions={"odd": {"pytorch": "size == 4"}})
+def results(changes=None):
+    """Every framework's results, each equal to the reference unless ``changes`` says
+    otherwise: ``{(concept, framework): function of the case's result and the case}``."""
+    reference = {"plain": np.ones(2), "named": np.ones(2), "drawn": np.ones(1),
+                 **{name: [np.arange(c.size) * 1.0 for c in CASES] for name in ("odd", "shifted", "raises")}}
+    changes, runs = changes or {}, {}
+    for framework in ("pytorch", "tensorflow", "jax"):
+        outputs = {}
+        for concept, expected in reference.items():
+            change = changes.get((concept, framework))
+            if isinstance(expected, list):
+                outputs[concept] = [change(value, case) if change else value for value, case in zip(expected, CASES)]
+            else:
+                outputs[concept] = change(expected, None) if change else expected
+        runs[framework] = {"outputs": outputs}
+    return runs, reference
 
 
-@pytest.fixture
-def tables(tmp_path):
-    path = record_table("tables/t.md", "Tiny", checks(), CALLS, folder=tmp_path)
+PLANTED = {
+    ("odd", "pytorch"): lambda value, case: value + (case.size == 5),  # PyTorch differs on odd sizes
+    ("odd", "jax"): lambda value, case: "no such layer",
+    ("shifted", "tensorflow"): lambda value, case: value + 0.5,  # Keras differs everywhere
+    ("raises", "tensorflow"): lambda value, case: np.empty(0) if case.size == 6 else value,
+}
+
+
+def record(tmp_path, changes=None):
+    runs, reference = results({**PLANTED, **(changes or {})})
+    runs["jax"]["outputs"]["odd"] = "no such layer"
+    checks = check_concepts("tables/t.md", runs, reference, grids={n: CASES for n in ("odd", "shifted", "raises")},
+                            conditions={"odd": {"pytorch": "size != 5"}},
+                            approximate={"shifted": ["tensorflow"], "drawn": ["pytorch", "tensorflow", "jax"],
+                                         "raises": ["tensorflow"]},
+                            initial=["drawn"], raise_on_mismatch=False)
+    path = record_table("tables/t.md", "Tiny", checks, CALLS, folder=tmp_path)
     assert path == tmp_path / "tables" / "t.json"
     return load_tables(tmp_path)
 
 
-def test_a_row_matters_where_it_is_not_plainly_exact_or_its_trap_names_the_framework(tables):
-    lines = checklist_lines(tables)
-    assert [line.title for line in lines] == ["Named", "Odd sizes"]  # "Plain" is exact everywhere
-    named, odd = lines
-    assert named.frameworks == {"jax"}  # its trap names Flax
-    assert odd.frameworks == {"pytorch", "jax"}  # a condition in PyTorch, none in JAX
-    assert odd.cells["pytorch"].startswith("`nn.Odd()`: exact where size == 4")
-    assert odd.cells["jax"] == "none: no such layer"
-    assert [line.title for line in for_pair(lines, "pytorch", "tensorflow")] == ["Odd sizes"]
-    assert [line.title for line in for_pair(lines, "jax", "mxnet")] == ["Named", "Odd sizes"]
+@pytest.fixture
+def tables(tmp_path):
+    return record(tmp_path)
 
 
-def test_the_html_links_each_line_to_its_row_and_says_whom_it_concerns(tables):
-    page = checklist_html(checklist_lines(tables))  # the page's path from the book's folder
-    assert '<a href="tables/t.html#tables-t-named">Named</a>' in page
-    assert 'data-frameworks="jax"' in page and 'data-frameworks="jax pytorch"' in page
-    assert "<code>nnx.Named</code>" in page and '<select name="from">' in page
+def costs(tables, source, target):
+    return {trap.title: trap.cost for trap in pair_traps(tables, source, target)}
+
+
+def test_each_row_costs_what_its_checks_show_for_the_pair(tables):
+    assert costs(tables, "pytorch", "tensorflow") == {
+        "Shifted": "silent", "Odd sizes": "condition", "Raises": "error", "Drawn": "weights"}
+    # "Plain" agrees everywhere and no trap names either: not listed
+    assert costs(tables, "pytorch", "jax") == {"Odd sizes": "error", "Named": "noise", "Drawn": "weights"}
+    (row,) = [r for r in tables[0]["rows"] if r["concept"] == "odd"]
+    assert classify(row, "pytorch", "tensorflow") == (
+        "condition", "differs on 1 of 3 cases (e.g. size 5), by up to 1")
+    (row,) = [r for r in tables[0]["rows"] if r["concept"] == "raises"]
+    assert classify(row, "tensorflow", "pytorch") == ("error", "TensorFlow (Keras 3) raises on 1 of 3 cases (e.g. size 6)")
+
+
+def test_changing_a_rows_results_changes_its_cost(tmp_path):
+    assert "Plain" not in costs(record(tmp_path / "a"), "pytorch", "tensorflow")
+    one = record(tmp_path / "b", {("shifted", "tensorflow"): lambda value, case: value + (case.size == 4)})
+    assert costs(one, "pytorch", "tensorflow")["Shifted"] == "condition"
+    every = record(tmp_path / "c", {("plain", "tensorflow"): lambda value, case: value * 2})
+    assert costs(every, "pytorch", "tensorflow")["Plain"] == "silent"
+    within = record(tmp_path / "d", {("plain", "tensorflow"): lambda value, case: value + 1e-7})
+    assert "Plain" not in costs(within, "pytorch", "tensorflow")  # inside the row's bound
+
+
+def test_the_ranking_puts_silent_traps_first_and_keeps_at_most_ten(tables):
+    traps = pair_traps(tables, "pytorch", "tensorflow")
+    assert [trap.cost for trap in traps] == ["silent", "condition", "error", "weights"]
+    assert [trap.title for trap in first_traps(traps)] == ["Shifted", "Odd sizes"]
+    assert traps[0].fix == "`layers.Call()`"  # the target's call, as its tab writes it
+    many = [traps[0]] * (FIRST + 3)
+    assert len(first_traps(many)) == FIRST
+    assert list(COSTS)[:2] == ["silent", "condition"]
+
+
+def test_the_html_has_a_ranked_list_per_direction_linking_each_line_to_its_row(tables):
+    page = checklist_html(tables)  # the page's path from the book's folder
+    assert page.count('class="rosetta-checklist-block"') == 20  # five frameworks, both directions
+    block = page.split('data-from="pytorch" data-to="tensorflow">')[1].split("</section>")[0]
+    first = block.split("<ol>")[1].split("</ol>")[0]
+    assert first.count("<li") == 2 and '<a href="tables/t.html#tables-t-shifted">Shifted</a>' in first
+    assert "TensorFlow (Keras 3): <code>layers.Call()</code>" in first
+    assert "<h3>An error, or no such call, where the other computes</h3>" in block
+    assert 'data-frameworks="pytorch tensorflow"' in block and '<select name="from">' in page
+    assert "<code>nnx.Named</code>" in page.split('data-from="pytorch" data-to="jax">')[1]
 
 
 def test_prose_names_a_framework_by_any_of_its_names():
@@ -72,5 +137,8 @@ def test_a_record_that_is_not_a_table_is_refused_naming_it(tmp_path):
 
 
 def test_calls_without_checks_are_refused(tmp_path):
+    runs, reference = results()
+    checks = check_concepts("tables/t.md", runs, {"plain": reference["plain"]})
     with pytest.raises(ChecklistError, match="concept 'extra' has calls but no checks"):
-        record_table("tables/t.md", "Tiny", checks(), {**CALLS, "extra": CALLS["plain"]}, folder=tmp_path)
+        record_table("tables/t.md", "Tiny", checks, {"plain": CALLS["plain"], "extra": CALLS["plain"]},
+                     folder=tmp_path)

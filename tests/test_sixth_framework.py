@@ -170,7 +170,7 @@ from rosetta_book.downloads import download_notebook, download_requirements
 from rosetta_book.environments import check_registry
 from rosetta_book.page import Page
 from rosetta_book.page_execution import execute_page
-from rosetta_proof.checklist import checklist_lines, for_pair, load_tables
+from rosetta_proof.checklist import load_tables, pair_traps
 from rosetta_utils import FRAMEWORKS
 
 check_registry()
@@ -179,14 +179,14 @@ executed = execute_page(page, ("pytorch", "npnet"))
 texts = [output.get("text", "") + json.dumps(output.get("data", {}))
          for cell in executed.notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
 download = download_notebook(page, "npnet")
-lines = for_pair(checklist_lines(load_tables()), "pytorch", "npnet")
+traps = pair_traps(load_tables(), "pytorch", "npnet")
 print(json.dumps({
     "frameworks": list(FRAMEWORKS),
     "page_frameworks": list(page.frameworks),
     "outputs": texts,
     "pip_line": download_requirements(page, "npnet").pip_line(),
     "download": "\\n".join(cell.source for cell in download.cells),
-    "checklist": [str(line) for line in lines],
+    "checklist": [str(trap) for trap in traps],
 }))
 '''
 
@@ -239,3 +239,4 @@ def test_its_download_names_what_to_install_and_holds_only_its_own_tab(sixth):
 def test_the_checklist_takes_its_rows(sixth):
     (line,) = sixth["checklist"]  # the page's one trap, for the pair PyTorch and npnet
     assert "'npnet': '`npnet.dense(case.x, case.w, case.b)`: exact'" in line and "NpNet's weight" in line
+    assert "cost='noise'" in line  # the same results as the table writes them; its prose names NpNet

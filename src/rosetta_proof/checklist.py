@@ -1,15 +1,17 @@
-"""The porting checklist: the traps the translation tables check, for a pair of frameworks.
+"""The porting checklist: the traps the translation tables check, ranked for a pair of frameworks.
 
 Each translation-table page's checks cell records what it checked
 (:func:`record_table`) into this build's results folder, ``tables/<page>.json``:
 per concept its title and label, the sentences of its prose that name a trap,
-and per framework the decisive calls and the verdict. The checklist page,
-executed after every other page, reads those records (:func:`load_tables`)
-and lists, grouped by table, each concept that matters for a framework: one
-whose translation there is not plainly exact (it holds under a condition,
-approximately, or not at all) or whose trap names that framework. A reader
-picks two frameworks and sees the lines that matter for either, each linked
-to its row.
+and per framework the decisive calls, the verdict and the framework's results
+against each other framework's, case by case. The checklist page, executed
+after every other page, reads those records (:func:`load_tables`) and ranks,
+for each direction of each pair, what every row costs a port
+(:func:`classify`, :data:`COSTS`): results that differ silently on every case
+checked, on some cases, an error or a missing call, the same results as the
+table writes them where the prose names a trap, or initial weights that
+differ. A pair's list opens with its few worst silent traps, one line each
+with the fix; every line links to its row.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -37,7 +39,8 @@ class ChecklistError(ValueError):
 
 def _verdict(check: Any) -> dict[str, Any]:
     return {"error": check.error, "exact": check.exact, "condition": check.condition,
-            "outside": check.outside, "note": check.note, "verdict": check.verdict}
+            "outside": check.outside, "note": check.note, "verdict": check.verdict,
+            "unit": check.unit, "against": [asdict(pair) for pair in check.against]}
 
 
 def record_table(page: str, title: str, checks: Iterable[Any], calls: Mapping[str, Mapping[str, Any]],
@@ -45,6 +48,7 @@ def record_table(page: str, title: str, checks: Iterable[Any], calls: Mapping[st
     """Write a table page's checked rows for the checklist; returns the file written.
     ``page`` is the page's path in the book (``tables/layers.md``), ``calls`` what
     :func:`rosetta_proof.compact_table.load_calls` returns."""
+    checks = list(checks)
     by_concept: dict[str, dict[str, Any]] = {}
     for check in checks:
         by_concept.setdefault(check.concept, {})[check.framework] = _verdict(check)
@@ -56,6 +60,7 @@ def record_table(page: str, title: str, checks: Iterable[Any], calls: Mapping[st
         rows.append({
             "concept": concept, "title": entry["title"], "label": entry.get("label"),
             "traps": list(entry.get("traps", [])),
+            "initial": any(check.initial for check in checks if check.concept == concept),
             "frameworks": {framework: {**verdict, "calls": [] if named.get(framework) in (None, "none")
                                        else [call["text"] for call in named[framework]]}
                            for framework, verdict in by_concept[concept].items()},
@@ -86,15 +91,33 @@ def names_framework(text: str, framework: str) -> bool:
     return any(re.search(rf"(?<![\w.]){re.escape(name)}", text) for name in NAMES[framework])
 
 
+#: What a trap costs a port, worst first: the groups of a pair's list, in order.
+COSTS = {
+    "silent": "Silently different results, on every case checked",
+    "condition": "Silently different results, on some cases",
+    "error": "An error, or no such call, where the other computes",
+    "noise": "The same within the row's bound as the table writes it; its prose names a trap",
+    "weights": "Different initial weights: gone once the weights are moved",
+}
+#: At most this many silent traps open a pair's list.
+FIRST = 10
+
+
 @dataclass(frozen=True)
-class Line:
+class Trap:
+    """One row of a table as it matters for porting from one framework to another."""
+
+    cost: str  # a key of COSTS, from the row's checks
     topic: str
     page: str
     title: str
     label: str | None
-    traps: tuple[str, ...]
+    detail: str  # what the checks found for the pair, in words
+    fix: str  # the target framework's calls, as its tab writes them
+    traps: tuple[str, ...] = ()
     cells: dict[str, str] = field(default_factory=dict)  # framework -> calls and verdict
-    frameworks: frozenset[str] = frozenset()  # the frameworks it matters for
+    share: float = 0.0  # of the cases checked on which the two differ
+    largest: float = 0.0  # the largest difference where both compute
 
 
 def _cell(entry: Mapping[str, Any]) -> str:
@@ -102,39 +125,79 @@ def _cell(entry: Mapping[str, Any]) -> str:
     return f"{calls}: {entry['verdict']}" if calls else entry["verdict"]
 
 
-def checklist_lines(tables: Iterable[Mapping[str, Any]]) -> list[Line]:
-    """One line per concept that matters for at least one framework (rows of one section,
-    such as a running mean and variance, share their section's trap and line)."""
-    lines = []
+def _by(largest: float, unit: str = "") -> str:
+    if largest == float("inf"):
+        return "in shape"
+    return f"by {largest:g} {unit}" if unit else f"by up to {largest:.2g}"
+
+
+def classify(row: Mapping[str, Any], source: str, target: str) -> tuple[str, str] | None:
+    """What porting ``row``'s concept from ``source`` to ``target`` costs, and the
+    finding in words; ``None`` where the two agree on every case and no trap names
+    either. The cost comes from the row's checks of the two against each other
+    (:class:`rosetta_proof.translation_checks.PairDifference`), not from its prose."""
+    entries = row["frameworks"]
+    if source not in entries or target not in entries:
+        return None
+    mine, theirs = entries[source], entries[target]
+    if mine["error"] is None or theirs["error"] is None:
+        if mine["error"] is None and theirs["error"] is None:
+            return None
+        lacking = source if mine["error"] is None else target
+        return "error", f"{FRAMEWORK_TITLES[lacking]} has no such call"
+    if row.get("initial"):
+        return "weights", "each framework draws its own initial weights"
+    pair = next((p for p in mine.get("against", []) if p["other"] == target), None)
+    if pair is None:
+        raise ChecklistError(f"{row['title']}: {source} was not compared with {target}")
+    if pair["differs"] == pair["cases"]:
+        shown = f" ({pair['cases']})" if pair["cases"] > 1 else ""
+        return "silent", f"differs on every case checked{shown}, {_by(pair['largest'], mine.get('unit', ''))}"
+    if pair["differs"]:
+        return "condition", (f"differs on {pair['differs']} of {pair['cases']} cases "
+                             f"(e.g. {pair['differs_at']}), {_by(pair['largest'], mine.get('unit', ''))}")
+    if pair["raises"]:
+        who = " and ".join(FRAMEWORK_TITLES[name] for name in pair["raised_by"])
+        return "error", f"{who} raises on {pair['raises']} of {pair['cases']} cases (e.g. {pair['raises_at']})"
+    named = any(names_framework(trap, name) for trap in row["traps"] for name in (source, target))
+    conditional = any(entry["condition"] or not entry["exact"] for entry in (mine, theirs))
+    if named or conditional:
+        return "noise", f"the same on all {pair['cases']} cases checked" if pair["cases"] > 1 else \
+            "the same on the case checked"
+    return None
+
+
+def pair_traps(tables: Iterable[Mapping[str, Any]], source: str, target: str) -> list[Trap]:
+    """The traps of porting from ``source`` to ``target``, ranked: by cost (:data:`COSTS`'
+    order), then by the share of cases that differ and the size of the difference, then
+    in table order. Rows of one section (a running mean and a running variance) make one
+    trap, at the cost of the worst of them."""
+    found: dict[tuple[str, str], Trap] = {}
+    order = list(COSTS)
     for table in tables:
-        seen: set[str] = set()
         for row in table["rows"]:
-            key = row["label"] or row["concept"]
-            entries = row["frameworks"]
-            plain = {fw for fw, entry in entries.items()
-                     if entry["error"] is not None and entry["exact"] and not entry["condition"]}
-            matters = {fw for fw in entries if fw not in plain}
-            matters |= {fw for fw in entries for trap in row["traps"] if names_framework(trap, fw)}
-            if not matters:
+            classified = classify(row, source, target)
+            if classified is None:
                 continue
-            if key in seen:  # the section's line is there: add this row's frameworks to it
-                previous = next(n for n, line in enumerate(lines) if line.page == table["page"]
-                                and (line.label or line.title) == key)
-                old = lines[previous]
-                lines[previous] = Line(old.topic, old.page, old.title, old.label, old.traps,
-                                       {**old.cells, **{fw: old.cells.get(fw, "") + "; " + _cell(e)
-                                                        for fw, e in entries.items()}},
-                                       old.frameworks | matters)
-                continue
-            seen.add(key)
-            lines.append(Line(table["title"], table["page"], row["title"], row["label"], tuple(row["traps"]),
-                              {fw: _cell(entry) for fw, entry in entries.items()}, frozenset(matters)))
-    return lines
+            cost, detail = classified
+            pair = next((p for p in row["frameworks"][source].get("against", []) if p["other"] == target), {})
+            share = pair.get("differs", 0) / pair["cases"] if pair.get("cases") else 0.0
+            entry = row["frameworks"][target]
+            fix = " then ".join(f"`{call}`" for call in entry["calls"]) or entry["verdict"]
+            trap = Trap(cost, table["title"], table["page"], row["title"], row["label"], detail, fix,
+                        tuple(row["traps"]), {fw: _cell(row["frameworks"][fw]) for fw in (source, target)},
+                        share, pair.get("largest", 0.0))
+            key = (table["page"], row["label"] or row["concept"])
+            if key not in found or order.index(cost) < order.index(found[key].cost):
+                found[key] = trap
+    ranked = sorted(enumerate(found.values()),
+                    key=lambda item: (order.index(item[1].cost), -item[1].share, -item[1].largest, item[0]))
+    return [trap for _, trap in ranked]
 
 
-def for_pair(lines: Iterable[Line], first: str, second: str) -> list[Line]:
-    """The lines that matter when moving code between ``first`` and ``second``."""
-    return [line for line in lines if {first, second} & line.frameworks]
+def first_traps(traps: Iterable[Trap]) -> list[Trap]:
+    """The silent traps a pair's list opens with: at most :data:`FIRST`, worst first."""
+    return [trap for trap in traps if trap.cost in ("silent", "condition")][:FIRST]
 
 
 def _code(text: str) -> str:
@@ -144,33 +207,52 @@ def _code(text: str) -> str:
                    for part in parts)
 
 
-def checklist_html(lines: Iterable[Line], link_prefix: str = "") -> str:
-    """The checklist as HTML: two framework choosers and, per topic, one item per line
-    with its trap, each framework's call and verdict, and a link to its row; every item
-    names the frameworks it matters for (``data-frameworks``), which the book's script
-    uses to show a chosen pair's lines (``?from=pytorch&to=jax`` chooses in the URL)."""
-    lines = list(lines)
+def _link(trap: Trap, link_prefix: str) -> str:
+    page = Path(trap.page).with_suffix(".html").as_posix()
+    target = f"{link_prefix}{page}" + (f"#{trap.label}" if trap.label else "")
+    return f'<a href="{html.escape(target)}">{html.escape(trap.title)}</a>'
+
+
+def _line(trap: Trap, source: str, target: str, link_prefix: str, full: bool) -> str:
+    fix = f" {html.escape(FRAMEWORK_TITLES[target])}: {_code(trap.fix)}" if trap.fix else ""
+    text = f"{_link(trap, link_prefix)} ({html.escape(trap.topic)}): {_code(trap.detail)}.{fix}"
+    if full:  # the prose of its trap, and both frameworks' calls and verdicts where they differ
+        prose = " ".join(_code(text) for text in trap.traps)
+        cells = "".join(f'<li data-framework="{fw}"><b>{html.escape(FRAMEWORK_TITLES[fw])}</b>: {_code(cell)}</li>'
+                        for fw, cell in trap.cells.items())
+        text += f" {prose}" if prose else ""
+        text += f'<ul class="rosetta-checklist-cells">{cells}</ul>' if trap.cost != "noise" else ""
+    return (f'<li class="rosetta-checklist-line" data-cost="{trap.cost}" '
+            f'data-frameworks="{" ".join(sorted({source, target}))}">{text}</li>')
+
+
+def checklist_html(tables: Iterable[Mapping[str, Any]], link_prefix: str = "") -> str:
+    """The checklist as HTML: two framework choosers and, for every pair of frameworks in
+    either direction, its ranked list (:func:`pair_traps`): the silent traps first, one
+    line each with the target's fix, then every trap grouped by cost, each with its prose,
+    both frameworks' calls and verdicts, and a link to its row. The book's script shows the
+    chosen pair's list (``?from=pytorch&to=jax`` chooses in the URL)."""
+    tables = list(tables)
     options = "".join(f'<option value="{fw}">{html.escape(FRAMEWORK_TITLES[fw])}</option>' for fw in FRAMEWORKS)
     out = ['<div class="rosetta-checklist">',
            '<p class="rosetta-checklist-pair">From <select name="from">' + options + '</select> to '
            '<select name="to">' + options + '</select> <span class="rosetta-checklist-count"></span></p>']
-    topic = None
-    for line in lines:
-        if line.topic != topic:
-            if topic is not None:
-                out.append("</ul>")
-            topic = line.topic
-            out.append(f"<h3>{html.escape(topic)}</h3><ul>")
-        page = Path(line.page).with_suffix(".html").as_posix()
-        target = f"{link_prefix}{page}" + (f"#{line.label}" if line.label else "")
-        traps = " ".join(_code(trap) for trap in line.traps) or "Not plainly exact in every framework."
-        cells = "".join(
-            f'<li data-framework="{fw}"><b>{html.escape(FRAMEWORK_TITLES[fw])}</b>: {_code(text)}</li>'
-            for fw, text in line.cells.items())
-        out.append(f'<li class="rosetta-checklist-line" data-frameworks="{" ".join(sorted(line.frameworks))}">'
-                   f'<a href="{html.escape(target)}">{html.escape(line.title)}</a>: {traps}'
-                   f'<ul class="rosetta-checklist-cells">{cells}</ul></li>')
-    if topic is not None:
-        out.append("</ul>")
+    for source in FRAMEWORKS:
+        for target in FRAMEWORKS:
+            if source == target:
+                continue
+            traps = pair_traps(tables, source, target)
+            first = first_traps(traps)
+            rest = traps[len(first):]
+            out.append(f'<section class="rosetta-checklist-block" data-from="{source}" data-to="{target}">')
+            out.append(f"<h3>Silent traps first</h3><ol>"
+                       + "".join(_line(trap, source, target, link_prefix, False) for trap in first) + "</ol>")
+            for cost, heading in COSTS.items():
+                group = [trap for trap in rest if trap.cost == cost]
+                if group:
+                    out.append(f"<h3>{html.escape(heading)}</h3><ul>"
+                               + "".join(_line(trap, source, target, link_prefix, True) for trap in group)
+                               + "</ul>")
+            out.append("</section>")
     out.append("</div>")
     return "\n".join(out)

@@ -25,6 +25,14 @@ A framework without the concept leaves a string (why it has none) instead of
 results; a translation that is inherently approximate is listed in
 ``approximate`` (a concept for every framework, or ``{concept: [frameworks]}``)
 and only reported, never raised: exactness is per concept and framework.
+
+Every check also compares its framework with each other framework directly,
+case by case (:class:`PairDifference`): where the two agree within the row's
+bound, where both compute and differ, and where one raises while the other
+computes (a part that raises on a case leaves an empty array for it). The
+porting checklist ranks a pair's traps by it (``rosetta_proof.checklist``).
+A row listed in ``initial`` measures what a freshly made layer starts from
+(its initial weights): a difference there goes once weights are moved.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from rosetta_utils.cases import Case, grid_axes
 from rosetta_utils.differences import max_abs_difference
@@ -59,6 +69,8 @@ class RowCheck:
     worst: str = ""  # the case of the largest error (inside the condition)
     outside: str = ""  # a case outside the condition where it differs, with its error
     unit: str = ""  # what an approximate row's difference counts (e.g. "bits"), if not a value
+    against: tuple["PairDifference", ...] = ()  # this framework against each other one
+    initial: bool = False  # the row measures a new layer's initial weights
 
     def counted(self) -> str:
         """An approximate row's difference in its unit ("differs by 32 bits"); "" without one."""
@@ -77,6 +89,53 @@ class RowCheck:
         if self.condition:
             return f"exact where {self.condition}; outside it differs ({self.outside})"
         return "exact"
+
+
+@dataclass(frozen=True)
+class PairDifference:
+    """One framework's results against another's on the same cases of a row: how many
+    cases there are, on how many both compute and differ by more than the row's bound
+    (and the largest such difference), on how many one raises where the other computes
+    (``raised_by``: which of the two), and one case of each, for a reader to try."""
+
+    other: str
+    cases: int
+    differs: int = 0
+    largest: float = 0.0
+    differs_at: str = ""
+    raises: int = 0
+    raised_by: tuple[str, ...] = ()
+    raises_at: str = ""
+
+
+def _raised(result: Any) -> bool:
+    """A part's result for a case on which its call raised: an empty array."""
+    return isinstance(result, np.ndarray) and result.size == 0
+
+
+def compare_pair(framework: str, other: str, got: Any, theirs: Any, cases: Sequence[Case] | None,
+                 bound: float) -> PairDifference:
+    """``framework``'s results against ``other``'s, case by case (one result off a grid)."""
+    pairs = [(got, theirs)] if cases is None else list(zip(got, theirs))
+    names = [""] if cases is None else [str(case) for case in cases]
+    differs, raises, largest, differs_at, raises_at, raised_by = 0, 0, 0.0, "", "", set()
+    for name, (mine, yours) in zip(names, pairs):
+        if _raised(mine) or _raised(yours):
+            if _raised(mine) != _raised(yours):
+                raises += 1
+                raised_by.add(framework if _raised(mine) else other)
+                raises_at = raises_at or name
+            continue
+        try:
+            difference = max_abs_difference(_as_mapping(mine), _as_mapping(yours))
+        except (ValueError, TypeError):
+            difference = math.inf  # another shape or structure
+        if not difference <= bound:  # NaN too
+            differs += 1
+            largest = max(largest, _size(difference))
+            differs_at = differs_at or name
+    return PairDifference(other, len(pairs), differs, largest, differs_at, raises, tuple(sorted(raised_by)),
+                          raises_at)
 
 
 def _outputs_of(run: Any) -> Mapping[str, Any]:
@@ -176,6 +235,7 @@ def check_concepts(
     grids: Mapping[str, Sequence[Case]] | None = None,
     conditions: Mapping[str, Mapping[str, str]] | None = None,
     units: Mapping[str, str] | None = None,
+    initial: Iterable[str] = (),
 ) -> list[RowCheck]:
     """One :class:`RowCheck` per concept and framework, in the order of ``references``.
 
@@ -192,16 +252,21 @@ def check_concepts(
     needless condition always does. ``units`` names what an approximate row's
     difference counts where it is no measured value (a dtype's bits), so that
     its verdict says "differs by 32 bits" rather than a bare number.
+    ``initial`` lists the rows that measure a new layer's initial weights.
+    Every check carries its framework against each other one
+    (:class:`PairDifference`, within the row's bound).
     """
     tolerances = dict(tolerances or {})
     units = dict(units or {})
     approximate_pairs = _approximate_pairs(approximate)
     grids = dict(grids or {})
     conditions = {concept: dict(by_framework) for concept, by_framework in (conditions or {}).items()}
-    unknown = (set(tolerances) | set(approximate_pairs) | set(grids) | set(conditions) | set(units)) - set(references)
+    initial = set(initial)
+    unknown = ((set(tolerances) | set(approximate_pairs) | set(grids) | set(conditions) | set(units) | initial)
+               - set(references))
     if unknown:
-        raise ValueError(f"{page}: tolerances, approximate rows, grids, conditions or units for concepts "
-                         f"without a reference: {sorted(unknown)}")
+        raise ValueError(f"{page}: tolerances, approximate rows, grids, conditions, units or initial rows "
+                         f"for concepts without a reference: {sorted(unknown)}")
     exact_with_unit = set(units) - set(approximate_pairs)
     if exact_with_unit:
         raise ValueError(f"{page}: units for rows that are not approximate: {sorted(exact_with_unit)}")
@@ -212,6 +277,7 @@ def check_concepts(
     for concept, expected in references.items():
         bound = tolerances.get(concept, FLOAT32_TOLERANCE)
         approximate_for = approximate_pairs.get(concept, set())
+        first = len(checks)
         for framework, run in runs.items():
             exact = not (concept in approximate_pairs and (approximate_for is None or framework in approximate_for))
             outputs = _outputs_of(run)
@@ -238,7 +304,19 @@ def check_concepts(
                     raise TranslationMismatch(f"{page}: concept {concept!r}, framework {framework}: "
                                               f"claimed exact, but max abs error {check.error:.3g} > {bound:g}")
             checks.append(check)
+        checks[first:] = _with_pairs(checks[first:], runs, concept, grids.get(concept), bound, concept in initial)
     return checks
+
+
+def _with_pairs(checks: list[RowCheck], runs: Mapping[str, Any], concept: str, cases: Sequence[Case] | None,
+                bound: float, initial: bool) -> list[RowCheck]:
+    """A concept's checks, each with its framework against every other that computed it."""
+    measured = [check.framework for check in checks if check.error is not None]
+    results = {framework: _outputs_of(runs[framework])[concept] for framework in measured}
+    return [replace(check, initial=initial, against=tuple(
+        compare_pair(check.framework, other, results[check.framework], results[other], cases, bound)
+        for other in measured if other != check.framework) if check.error is not None else ())
+        for check in checks]
 
 
 def _as_mapping(value: Any) -> Any:
