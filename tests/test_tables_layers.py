@@ -16,7 +16,7 @@ from translation_table_checks import assert_every_concept_checked, assert_the_pa
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "layers.md"
 PAGE_NAME = "tables/layers.md"
-PROMISED_CONCEPTS = 29
+PROMISED_CONCEPTS = 30
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +115,25 @@ def test_the_compact_table_shows_the_marked_calls_and_follows_the_code(parts, co
 def test_every_concept_runs_in_all_five_frameworks_and_is_checked(comparison):
     assert_every_concept_checked(comparison["checks"], PROMISED_CONCEPTS)
     assert np.isfinite([check.error for check in comparison["checks"] if check.error is not None]).all()
+
+
+def test_an_id_outside_the_table_raises_or_reads_the_row_the_page_says(parts, comparison):
+    """Ids -1 and 6 of a six-row table, as the tabs met them: PyTorch raises on both; Keras,
+    Flax and Chainer read -1 as the last row; Gluon clips -1 to row 0 and 6 to row 5; Flax
+    returns NaN for 6; Keras and Chainer raise on it."""
+    table = comparison["table"]
+    assert [case.index for case in comparison["grids"]["embedding_range"]] == [2, -1, 6]
+    rows = {"last": table[[[1, 5, 3]]], "first": table[[[1, 0, 3]]]}
+    expected = {"pytorch": (None, None), "tensorflow": ("last", None), "jax": ("last", "nan"),
+                "mxnet": ("first", "last"), "chainer": ("last", None)}
+    for framework, (minus_one, past_end) in expected.items():
+        if framework not in parts:
+            continue
+        _, at_minus_one, at_past_end = parts[framework]["outputs"]["embedding_range"]
+        for got, meant in ((at_minus_one, minus_one), (at_past_end, past_end)):
+            if meant is None:
+                assert np.size(got) == 0, framework  # raised
+            elif meant == "nan":
+                assert np.isnan(got[0, 1]).all() and not np.isnan(got[0, [0, 2]]).any(), framework
+            else:
+                np.testing.assert_array_equal(got, rows[meant], err_msg=framework)

@@ -23,7 +23,7 @@ from translation_table_checks import assert_every_concept_checked, assert_the_pa
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "losses.md"
 PAGE_NAME = "tables/losses.md"
-PROMISED_CONCEPTS = 15
+PROMISED_CONCEPTS = 16
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +88,21 @@ def test_a_condition_removed_stops_the_page_at_the_case_outside_it(tmp_path, res
     """Without its condition, the case where the translation differs (Keras's probabilities
     clipped at 1e-7; Gluon's summed gradient against the mean) is inside, and the page stops."""
     assert_the_page_stops_naming(page_with(PAGE, tmp_path, stated, removed), results, PAGE_NAME, concept, framework, case=case)
+
+
+def test_a_label_outside_the_classes_raises_or_is_read_as_the_row_says(page, results):
+    """The five behaviours on labels -1 and 5, as the tabs met them: PyTorch and Keras raise
+    (an empty result), Chainer leaves a -1 out and raises on 5, Optax and Gluon compute."""
+    cases = [case.label for case in page["grids"]["label_range"]]
+    raised = {framework: [np.size(result) == 0 for result in results[framework]["outputs"]["label_range"]]
+              for framework in AVAILABLE}
+    expected = {"pytorch": [False, True, True], "tensorflow": [False, True, True], "jax": [False] * 3,
+                "mxnet": [False] * 3, "chainer": [False, False, True]}
+    assert cases == [2, -1, 5]
+    assert raised == {framework: expected[framework] for framework in AVAILABLE}
+    if "chainer" in AVAILABLE:  # -1 left out: the mean of the other three samples
+        case = page["grids"]["label_range"][1]
+        kept = np.delete(np.arange(4), 1)
+        log_p = case.logits - np.log(np.exp(case.logits.astype(np.float64)).sum(axis=1, keepdims=True))
+        expected_mean = -log_p[kept, case.labels[kept]].mean()
+        np.testing.assert_allclose(results["chainer"]["outputs"]["label_range"][1], expected_mean, rtol=1e-5)
