@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from rosetta_proof.checklist import (COSTS, FIRST, ChecklistError, checklist_html, classify, first_traps,
+from rosetta_proof.checklist import (COSTS, FIRST, ChecklistError, checklist_html, first_traps, trap_cost,
                                      load_tables, names_framework, pair_traps, record_table)
 from rosetta_proof.translation_checks import check_concepts
 from rosetta_utils.cases import grid
@@ -85,10 +85,10 @@ def test_each_row_costs_what_its_checks_show_for_the_pair(tables):
     # "Plain" agrees everywhere and no trap names either: not listed
     assert costs(tables, "pytorch", "jax") == {"Odd sizes": "error", "Named": "noise", "Drawn": "weights"}
     (row,) = [r for r in tables[0]["rows"] if r["concept"] == "odd"]
-    assert classify(row, "pytorch", "tensorflow") == (
+    assert trap_cost(row, "pytorch", "tensorflow") == (
         "condition", "differs on 1 of 3 cases (e.g. size 5), by up to 1")
     (row,) = [r for r in tables[0]["rows"] if r["concept"] == "raises"]
-    assert classify(row, "tensorflow", "pytorch") == ("error", "TensorFlow (Keras 3) raises on 1 of 3 cases (e.g. size 6)")
+    assert trap_cost(row, "tensorflow", "pytorch") == ("error", "TensorFlow (Keras 3) raises on 1 of 3 cases (e.g. size 6)")
 
 
 def test_changing_a_rows_results_changes_its_cost(tmp_path):

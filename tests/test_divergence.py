@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rosetta_book.environments import python_for
-from rosetta_utils.divergence import (CAUSES, DivergenceInputError, classify, compare_files, find_divergence,
+from rosetta_utils.divergence import (CAUSES, DivergenceInputError, compare_files, find_divergence,
                                       load_activations, save_activations)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ and per framework the decisive calls, the verdict and the framework's results
 against each other framework's, case by case. The checklist page, executed
 after every other page, reads those records (:func:`load_tables`) and ranks,
 for each direction of each pair, what every row costs a port
-(:func:`classify`, :data:`COSTS`): results that differ silently on every case
+(:func:`trap_cost`, :data:`COSTS`): results that differ silently on every case
 checked, on some cases, an error or a missing call, the same results as the
 table writes them where the prose names a trap, or initial weights that
 differ. A pair's list opens with its few worst silent traps, one line each
@@ -131,7 +131,7 @@ def _by(largest: float, unit: str = "") -> str:
     return f"by {largest:g} {unit}" if unit else f"by up to {largest:.2g}"
 
 
-def classify(row: Mapping[str, Any], source: str, target: str) -> tuple[str, str] | None:
+def trap_cost(row: Mapping[str, Any], source: str, target: str) -> tuple[str, str] | None:
     """What porting ``row``'s concept from ``source`` to ``target`` costs, and the
     finding in words; ``None`` where the two agree on every case and no trap names
     either. The cost comes from the row's checks of the two against each other
@@ -176,7 +176,7 @@ def pair_traps(tables: Iterable[Mapping[str, Any]], source: str, target: str) ->
     order = list(COSTS)
     for table in tables:
         for row in table["rows"]:
-            classified = classify(row, source, target)
+            classified = trap_cost(row, source, target)
             if classified is None:
                 continue
             cost, detail = classified

@@ -252,7 +252,7 @@ def _channel_axis(shape: tuple[int, ...]) -> list[int]:
     return sorted({1, len(shape) - 1}) if len(shape) >= 2 else []
 
 
-def classify(a: np.ndarray, b: np.ndarray, bound: float, steps: tuple[str | None, bool] = (None, False),
+def likely_causes(a: np.ndarray, b: np.ndarray, bound: float, steps: tuple[str | None, bool] = (None, False),
              kind: str | None = None) -> list[Cause]:
     """The likely causes of a difference between ``a`` and ``b`` (same shape), most likely
     first; ``bound`` is what float32 allows at this layer. ``steps``: the step the
@@ -334,7 +334,7 @@ def find_divergence(first: Mapping[str, np.ndarray], second: Mapping[str, np.nda
                     fan_ins: Mapping[str, int] | None = None, unit_roundoff: float = UNIT_ROUNDOFF,
                     kinds: Mapping[str, str] | None = None) -> Report:
     """Compare two runs layer by layer (:func:`layer_checks`) and name the likely causes at
-    the first layer that exceeds its bound (:func:`classify`)."""
+    the first layer that exceeds its bound (:func:`likely_causes`)."""
     checks = layer_checks(first, second, fan_ins, unit_roundoff)
     report = Report(checks, None, fan_ins_recorded=bool(fan_ins) and all(name in fan_ins for name in first))
     if not checks or not checks[-1].diverges:
@@ -343,7 +343,7 @@ def find_divergence(first: Mapping[str, np.ndarray], second: Mapping[str, np.nda
     step = last.name.split("/", 1)[0] if "/" in last.name else None
     earlier = step is not None and any(c.name.split("/", 1)[0] != step for c in checks[:-1])
     report.first = last
-    report.causes = classify(np.asarray(first[last.name]), np.asarray(second[last.name]), last.bound,
+    report.causes = likely_causes(np.asarray(first[last.name]), np.asarray(second[last.name]), last.bound,
                              (step, earlier), (kinds or {}).get(last.name))
     return report
 
