@@ -161,4 +161,48 @@ def test_the_built_page_opens_with_its_compact_table(tmp_path):
 def test_the_calls_file_is_plain_json(tmp_path):
     path = write_decisive_calls(read(tmp_path, table_page()), tmp_path)
     data = json.loads(path.read_text())
-    assert data["double"]["calls"]["pytorch"][0] == {"text": "np.multiply", "cell": 4, "line": 2}
+    assert data["double"]["calls"]["pytorch"][0] == {"text": "np.multiply", "cell": 4, "line": 2,
+                                                     "source": "np.multiply"}
+
+
+def readers_page(jax_code, prose=""):
+    return myst_page(
+        "Tiny table",
+        cell("import numpy as np\nfrom rosetta_utils.cases import grid\nreferences, grids = {}, {}\nSCALE = 2\n"
+             "table_np = np.arange(6.0)\n"),
+        f"(tiny-double)=\n## Double\n\n{prose}\n",
+        cell('grids["double"] = grid(n=(2, 3))\nreferences["double"] = [np.arange(c.n) * 2.0 for c in grids["double"]]\n'),
+        cell('outputs = {}\noutputs["double"] = [np.multiply(np.arange(c.n), SCALE) for c in grids["double"]]',
+             "pytorch", "np.multiply"),
+        cell(jax_code, "jax", "np.add"),
+        front_matter_extra=FRONT,
+    )
+
+
+@pytest.mark.parametrize("code, shown", [
+    ("def double(case):\n    return np.add(np.arange(case.n), np.arange(case.n))\n", "np.add(np.arange(n), np.arange(n))"),
+    ("def double(case):\n    return np.add(np.arange(case.n), SCALE * 0 + np.arange(case.n))\n",
+     "np.add(np.arange(n), 2 * 0 + np.arange(n))"),
+    ("def double(case):\n    width = case.n\n    return np.add(np.arange(width), np.arange(width))\n",
+     "np.add(np.arange(n), np.arange(n))"),
+    ("def double(case):\n    x_np = np.arange(case.n)\n    return np.add(x_np, x_np, initialW=None)\n", "np.add(x, x)"),
+])
+def test_a_cell_shows_the_call_in_the_readers_words(tmp_path, code, shown):
+    """A grid's parameter by its name, a constant by its value, a name bound to a value by
+    that value, numpy's copy of an array by the array's name, weights handed in left out."""
+    code = "outputs = {}\n" + code + 'outputs["double"] = [double(c) for c in grids["double"]]'
+    calls = decisive_calls(read(tmp_path, readers_page(code)))
+    (call,) = calls["double"]["calls"]["jax"]
+    assert call.text == shown and "case." in call.source or "initialW" in call.source or "width" in call.source
+
+
+def test_a_call_that_names_the_harness_stops_the_build_naming_page_concept_and_framework(tmp_path):
+    """``MASK`` is bound by a shared cell (the page's checks) to no value a cell can show."""
+    code = ('outputs = {}\ndef double(case):\n    return np.add(np.arange(case.n), np.arange(case.n), where=MASK)\n'
+            'outputs["double"] = [double(c) for c in grids["double"]]')
+    page = readers_page(code).replace("SCALE = 2\n", "SCALE = 2\nMASK = np.ones(3, bool)\n", 1)
+    with pytest.raises(PageError, match=r"table.md:\d+: concept 'double', framework jax: the compact table would "
+                                        r"show .*names the page's harness \(where=MASK, MASK\)"):
+        decisive_calls(read(tmp_path, page))
+    defined = page.replace("## Double\n", "## Double\n\nEvery sum is taken where `MASK` is true.\n")
+    assert decisive_calls(read(tmp_path, defined))["double"]["calls"]["jax"][0].text.endswith("where=MASK)")

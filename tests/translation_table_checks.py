@@ -24,18 +24,71 @@ def rows_typed_by_hand(path: Path) -> int:
     return len(TYPED_ROW.findall(path.read_text()))
 
 
-def executed_lines(path: Path, framework: str) -> set[tuple[str, int]]:
-    """Run ``framework``'s part of the page in this process, as the chapter loader does, and
-    return every (cell, line) of the page's code that executed: cells are compiled under
-    the name ``page:line`` (:meth:`rosetta_book.page.Page.where`)."""
-    from rosetta_book.chapter import load_chapter
+def _argument_pairs(call) -> list[tuple[str, object]]:
+    """``(the argument as the code writes it, the value the compact cell shows)`` for each
+    argument of a decisive call (and of the calls in its arguments) that the cell shows as a
+    value where the code names it."""
+    import ast
 
+    def parsed(text):
+        return ast.parse(f"_({text})" if re.match(r"^\w+=", text) else text, mode="eval").body
+
+    found = {}
+
+    def pair(code, shown):
+        if not (isinstance(code, ast.Call) and isinstance(shown, ast.Call)):
+            return
+        kept = {k.arg: k.value for k in shown.keywords}
+        written = list(zip(code.args, shown.args)) + [(k.value, kept[k.arg]) for k in code.keywords if k.arg in kept]
+        for mine, theirs in [(code.func, shown.func), *written]:
+            if ast.unparse(mine) != ast.unparse(theirs):
+                try:
+                    value = ast.literal_eval(theirs)
+                except ValueError:
+                    value = None  # shown by a name or an expression, not a value
+                else:
+                    found.setdefault((ast.unparse(mine), repr(value)), (ast.unparse(mine), value))
+            pair(mine, theirs)
+
+    pair(parsed(call.source), parsed(call.text))
+    return list(found.values())
+
+
+def traced_run(path: Path, framework: str) -> tuple[set[tuple[str, int]], dict]:
+    """Run ``framework``'s part of the page in this process, as the chapter loader does, and
+    return every (cell, line) of the page's code that executed (cells are compiled under
+    the name ``page:line``, :meth:`rosetta_book.page.Page.where`), and, for each decisive
+    call whose compact cell shows an argument as a value, the values that argument took
+    where the call's line ran: ``{(cell, line, argument): [values]}``."""
+    from rosetta_book.chapter import load_chapter
+    from rosetta_book.decisive_calls import decisive_calls
+    from rosetta_book.page import Page
+
+    page = Page.read(path.resolve())
+    watched: dict[tuple[str, int], list[str]] = {}
+    for entry in decisive_calls(page).values():
+        calls = entry["calls"].get(framework)
+        for call in calls if isinstance(calls, list) else []:
+            for code, _ in _argument_pairs(call):
+                watched.setdefault((page.where(call.cell), call.line), []).append(code)
     prefix = f"{path.resolve()}:"
     seen: set[tuple[str, int]] = set()
+    values: dict = {}
 
     def local(frame, event, arg):
         if event == "line":
-            seen.add((frame.f_code.co_filename, frame.f_lineno))
+            where = (frame.f_code.co_filename, frame.f_lineno)
+            seen.add(where)
+            for code in watched.get(where, ()):
+                # A cell's top level reads its names from its globals: asking that frame for its
+                # locals would write them back over a comprehension's own (Python 3.12 inlines
+                # comprehensions), so only a function's frame lends its locals.
+                names = frame.f_globals if frame.f_code.co_name == "<module>" else frame.f_locals
+                try:
+                    value = eval(code, frame.f_globals, names)  # noqa: S307 - the page's own names
+                except Exception:  # a name this frame does not have yet (a lambda's argument)
+                    continue
+                values.setdefault((*where, code), []).append(value)
         return local
 
     def calls(frame, event, arg):
@@ -47,17 +100,17 @@ def executed_lines(path: Path, framework: str) -> set[tuple[str, int]]:
         load_chapter(path, framework)
     finally:
         sys.settrace(previous)
-    return seen
+    return seen, values
 
 
-def calls_never_executed(path: Path, framework: str) -> list[str]:
+def calls_never_executed(path: Path, framework: str, traced=None) -> list[str]:
     """The decisive calls of ``framework`` that the compact table would show and that its part
     never executed, as ``"concept: call (page:line)"``."""
     from rosetta_book.decisive_calls import decisive_calls
     from rosetta_book.page import Page
 
     page = Page.read(path.resolve())
-    seen = executed_lines(path, framework)
+    seen, _ = traced or traced_run(path, framework)
     missing = []
     for concept, entry in decisive_calls(page).items():
         calls = entry["calls"].get(framework)
@@ -65,6 +118,30 @@ def calls_never_executed(path: Path, framework: str) -> list[str]:
             if (page.where(call.cell), call.line) not in seen:
                 missing.append(f"{concept}: {call.text} ({page.where(call.cell)} line {call.line})")
     return missing
+
+
+def arguments_not_shown_as_run(path: Path, framework: str, traced=None) -> list[str]:
+    """The arguments a compact cell shows as a value that the traced execution did not give
+    the call (never evaluated there, or another value), as ``"concept: argument: ..."``."""
+    import numpy as np
+
+    from rosetta_book.decisive_calls import decisive_calls
+    from rosetta_book.page import Page
+
+    page = Page.read(path.resolve())
+    _, values = traced or traced_run(path, framework)
+    wrong = []
+    for concept, entry in decisive_calls(page).items():
+        calls = entry["calls"].get(framework)
+        for call in calls if isinstance(calls, list) else []:
+            for code, shown in _argument_pairs(call):
+                taken = values.get((page.where(call.cell), call.line, code), [])
+                if not taken:
+                    wrong.append(f"{concept}: {code} (shown as {shown!r}): never evaluated where the call ran")
+                elif any(not np.array_equal(np.asarray(value, dtype=object), np.asarray(shown, dtype=object))
+                         for value in taken):
+                    wrong.append(f"{concept}: {code} (shown as {shown!r}) ran as {taken[0]!r}")
+    return wrong
 
 
 def page_with(page: Path, folder: Path, old: str, new: str) -> Path:

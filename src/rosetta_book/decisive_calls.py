@@ -41,11 +41,13 @@ title and label, as JSON where the comparison cells find them
 from __future__ import annotations
 
 import ast
+import builtins
+import copy
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator, Mapping
 
 from rosetta_proof.compact_table import CALLS_FILE, NONE
 from rosetta_utils import FRAMEWORKS
@@ -62,14 +64,16 @@ _LABEL = re.compile(r"^\((?P<label>[^)]+)\)=\s*$")
 
 @dataclass(frozen=True)
 class DecisiveCall:
-    """One call of a framework's translation of a concept, as its code writes it."""
+    """One call of a framework's translation of a concept: in the reader's words (``text``,
+    :func:`in_readers_words`) and as its code writes it (``source``)."""
 
     text: str
     cell: int  # the page's cell index
     line: int  # the line in that cell, 1-based
+    source: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {"text": self.text, "cell": self.cell, "line": self.line}
+        return {"text": self.text, "cell": self.cell, "line": self.line, "source": self.source}
 
 
 def _subscript_key(target: ast.AST) -> str | None:
@@ -213,6 +217,237 @@ def _find(tree: ast.AST, marker: str) -> ast.AST | None:
     return (calls or expressions or [None])[0]
 
 
+#: Keyword arguments that hand a layer the weights its row loads: the row's data, not its
+#: translation, which a compact cell leaves out.
+WEIGHT_KEYWORDS = frozenset({"initialW", "initial_bias", "initial_gamma", "initial_beta", "initial_avg_mean",
+                             "initial_avg_var"})
+#: A constant's name: capitals, digits and underscores (``F`` and ``L``, Chainer's modules,
+#: are imports, not constants).
+_CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*$")
+#: The longest expression a compact cell shows in place of the name it is bound to.
+INLINED_LENGTH = 40
+#: Built-in functions whose value a compact cell may show computed: ``max(out // size, 1)``.
+_BUILTINS = frozenset({"int", "float", "round", "max", "min", "abs", "len", "tuple"})
+_PURE = (ast.Constant, ast.Tuple, ast.List, ast.UnaryOp, ast.BinOp, ast.Name, ast.Attribute, ast.expr_context,
+         ast.operator, ast.unaryop)
+
+
+def _is_literal(node: ast.AST) -> bool:
+    return all(isinstance(part, (ast.Constant, ast.Tuple, ast.List, ast.UnaryOp, ast.BinOp, ast.expr_context,
+                                 ast.operator, ast.unaryop)) for part in ast.walk(node))
+
+
+def _modules(page: Page) -> set[str]:
+    """The names the page's code imports (``np``, ``nn``, ``F``, ``keras`` ...)."""
+    names = set()
+    for index, cell in enumerate(page.notebook.cells):
+        if cell.cell_type == "code":
+            for node in ast.walk(_parse(page, index)):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
+def _constants(page: Page) -> dict[str, ast.expr]:
+    """Each constant (:data:`_CONSTANT`) the page's code binds, once, to a literal."""
+    found: dict[str, ast.expr] = {}
+    clashing = set()
+    for index, cell in enumerate(page.notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        for name, value in _assignments(_parse(page, index).body):
+            names = {part.id for part in ast.walk(value) if isinstance(part, ast.Name)}
+            if _CONSTANT.match(name) and all(isinstance(part, _PURE) for part in ast.walk(value)) and \
+                    not any(isinstance(part, ast.Attribute) for part in ast.walk(value)) and \
+                    all(_CONSTANT.match(other) for other in names):
+                if name in found and ast.unparse(found[name]) != ast.unparse(value):
+                    clashing.add(name)
+                found[name] = value
+    return {name: value for name, value in found.items() if name not in clashing}
+
+
+def _assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
+    """``(name, value)`` of each simple assignment among ``nodes`` (``a = 1``, ``a, b = 1, 2``)."""
+    for node in nodes:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        pairs = [(target, value)]
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            pairs = list(zip(target.elts, value.elts))
+        for name, bound in pairs:
+            if isinstance(name, ast.Name):
+                yield name.id, bound
+
+
+def _shared_names(page: Page) -> set[str]:
+    """The names the page's shared cells bind: the harness of its checks (arrays, grids,
+    helpers), which a reader's code does not have."""
+    names = set()
+    for index, cell in enumerate(page.notebook.cells):
+        if cell.cell_type == "code" and cell_role(cell) == SHARED:
+            for node in _parse(page, index).body:
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+                for target in filter(None, targets):
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+    return names
+
+
+def _bindings(page: Page, framework: str, tree: ast.AST) -> dict[str, ast.expr]:
+    """The names bound once to one expression: anywhere in the decisive cell (``tree``), or
+    at the top of another of the framework's cells (its setup: ``rngs = nnx.Rngs(0)``)."""
+    found: dict[str, ast.expr] = {}
+    clashing = set()
+    others = [node for index, cell in enumerate(page.notebook.cells)
+              if cell.cell_type == "code" and cell_role(cell) == framework for node in _parse(page, index).body]
+    for name, value in [*_assignments(ast.walk(tree)), *_assignments(others)]:
+        if name in found and ast.unparse(found[name]) != ast.unparse(value):
+            clashing.add(name)
+        found[name] = value
+    return {name: value for name, value in found.items() if name not in clashing}
+
+
+class _ReadersWords(ast.NodeTransformer):
+    """A decisive call as a reader writes it: a grid's parameter by its name (``case.stride``
+    reads ``stride``), a constant by its value, a name the cell binds to a value by that
+    value, weights handed in left out, and numpy's copies of an array by the array's name
+    (``x_np`` reads ``x``)."""
+
+    def __init__(self, constants: Mapping[str, ast.expr], bindings: Mapping[str, ast.expr], modules: set[str]):
+        self.constants, self.bindings, self.modules = constants, bindings, modules
+        self.parameters: set[str] = set()
+        self.inlining: set[str] = set()
+        self.objects = False  # inside a keyword argument given by a name
+
+    def _inlinable(self, value: ast.expr) -> bool:
+        if len(ast.unparse(value)) > INLINED_LENGTH:  # a long expression reads better by its name
+            return False
+        if all(isinstance(part, _PURE) for part in ast.walk(value)):
+            return True
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _BUILTINS:
+            return all(map(self._inlinable, [*value.args, *(k.value for k in value.keywords)]))
+        if isinstance(value, ast.Call) and self.objects:  # a framework's object made of values: rngs=nnx.Rngs(0)
+            root = value.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            arguments = [*value.args, *(k.value for k in value.keywords)]
+            return isinstance(root, ast.Name) and root.id in self.modules and all(map(_is_literal, arguments))
+        return False
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.value, ast.Name) and node.value.id == "case":
+            self.parameters.add(node.attr)
+            return ast.copy_location(ast.Name(node.attr, ast.Load()), node)
+        if isinstance(node.value, ast.Name):  # an object's attribute: the object keeps its name
+            return node
+        return self.generic_visit(node)
+
+    def visit_Starred(self, node: ast.Starred) -> ast.AST:
+        return node if isinstance(node.value, ast.Name) else self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        name = node.id
+        if name in self.constants and name not in self.inlining:
+            self.inlining.add(name)
+            try:
+                return ast.copy_location(self.visit(copy.deepcopy(self.constants[name])), node)
+            finally:
+                self.inlining.discard(name)
+        value = self.bindings.get(name)
+        if value is not None and name not in self.inlining and self._inlinable(value):
+            self.inlining.add(name)
+            try:
+                return self.visit(copy.deepcopy(value))
+            finally:
+                self.inlining.discard(name)
+        if name.endswith("_np") and len(name) > 3:
+            return ast.copy_location(ast.Name(name[:-3], ast.Load()), node)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node.keywords = [keyword for keyword in node.keywords if keyword.arg not in WEIGHT_KEYWORDS]
+        return self.generic_visit(node)
+
+    def visit_keyword(self, node: ast.keyword) -> ast.AST:
+        self.objects = isinstance(node.value, ast.Name)
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.objects = False
+
+
+def in_readers_words(node: ast.AST, tree: ast.AST, page: Page, framework: str) -> tuple[str, set[str]]:
+    """The decisive ``node`` of ``framework``'s cell (whose module is ``tree``) as a reader
+    writes it (:class:`_ReadersWords`), and the grid parameters it names."""
+    words = _ReadersWords(_constants(page), _bindings(page, framework, tree), _modules(page))
+    return ast.unparse(words.visit(copy.deepcopy(node))), words.parameters
+
+
+def harness_names(text: str, page: Page, framework: str, prose: str, parameters: set[str]) -> list[str]:
+    """The names in a compact cell's ``text`` that belong to the page's checks, not to a
+    reader's code: ``case``, numpy's copy of an array, a constant or a name of the shared
+    cells that neither the section's prose nor the page's setup defines (in backticks), and
+    a keyword argument whose value is a name the framework's own code does not bind
+    (nor a grid parameter): a name bound to a value its code does bind reads as that value
+    already (:class:`_ReadersWords`)."""
+    try:
+        tree = ast.parse(f"_({text})" if re.match(r"^\w+=", text) else text, mode="eval")
+    except SyntaxError:
+        return []
+    modules, shared = _modules(page) | set(dir(builtins)), _shared_names(page)
+    defined = set(re.findall(r"`(\w+)`", prose + " " + _setup_prose(page)))
+    own = {name for index, cell in enumerate(page.notebook.cells)
+           if cell.cell_type == "code" and cell_role(cell) == framework
+           for node in ast.walk(_parse(page, index))
+           for name in _bound_names(node)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in modules and node.id != "_":
+            name = node.id
+            if name == "case" or (name.endswith("_np") and len(name) > 3):
+                found.append(name)
+            elif (name in shared or _CONSTANT.match(name)) and name not in defined and name not in parameters:
+                found.append(name)
+        if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name):
+            name = node.value.id
+            if name not in modules | parameters | own | defined:
+                found.append(f"{node.arg}={name}")
+    return list(dict.fromkeys(found))
+
+
+def _bound_names(node: ast.AST) -> list[str]:
+    """The names one node binds: its targets, the function or class it defines, a
+    function's or a lambda's arguments."""
+    if isinstance(node, ast.Lambda):
+        return [argument.arg for argument in node.args.args]
+    if isinstance(node, ast.FunctionDef):
+        return [node.name, *(argument.arg for argument in node.args.args)]
+    if isinstance(node, ast.ClassDef):
+        return [node.name]
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.withitem)):
+        targets = node.targets if isinstance(node, ast.Assign) else [
+            node.optional_vars if isinstance(node, ast.withitem) else node.target]
+        return [n.id for target in targets if target is not None for n in ast.walk(target) if isinstance(n, ast.Name)]
+    return []
+
+
+def _setup_prose(page: Page) -> str:
+    """The prose of the page's Setup section, where it names what every section uses."""
+    for index, cell in enumerate(page.notebook.cells):
+        if cell.cell_type == "markdown" and any(line.strip() == "## Setup" for line in cell.source.splitlines()):
+            following = [page.notebook.cells[index]] + list(page.notebook.cells[index + 1:])
+            text = []
+            for other in following:
+                if other is not following[0] and other.cell_type == "markdown" and other.source.lstrip().startswith("#"):
+                    break
+                if other.cell_type == "markdown":
+                    text.append(other.source)
+            return " ".join(text)
+    return ""
+
+
 def _keyword_line(tree: ast.AST, keyword: ast.keyword) -> int:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and keyword in node.keywords:
@@ -258,7 +493,14 @@ def decisive_calls(page: Page) -> dict[str, dict[str, Any]]:
                 if node is None:
                     continue
                 line = _keyword_line(tree, node) if isinstance(node, ast.keyword) else node.lineno
-                calls.append(DecisiveCall(ast.unparse(node), index, line))
+                text, parameters = in_readers_words(node, tree, page, framework)
+                harness = harness_names(text, page, framework, _section_prose(page, found[concept]), parameters)
+                if harness:
+                    raise PageError(f"{page.where(index)}: concept {concept!r}, framework {framework}: the "
+                                    f"compact table would show {text!r}, which names the page's harness "
+                                    f"({', '.join(harness)}): write the call with its values, or define the "
+                                    "name in the section's prose")
+                calls.append(DecisiveCall(text, index, line, ast.unparse(node)))
                 break
             else:
                 raise PageError(f"{page.where(cells[0])}: concept {concept!r}, framework {framework}: the "
