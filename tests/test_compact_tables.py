@@ -181,8 +181,10 @@ def readers_page(jax_code, prose=""):
 
 @pytest.mark.parametrize("code, shown", [
     ("def double(case):\n    return np.add(np.arange(case.n), np.arange(case.n))\n", "np.add(np.arange(n), np.arange(n))"),
-    ("def double(case):\n    return np.add(np.arange(case.n), SCALE * 0 + np.arange(case.n))\n",
-     "np.add(np.arange(n), 2 * 0 + np.arange(n))"),
+    ("def double(case):\n    return np.add(np.arange(case.n), np.arange(case.n) * SCALE * 0)\n",
+     "np.add(np.arange(n), np.arange(n) * 2 * 0)"),
+    ("def double(case):\n    return np.add(np.arange(case.n), np.arange(case.n) * (SCALE - 2 * 1))\n",
+     "np.add(np.arange(n), np.arange(n) * 0)"),
     ("def double(case):\n    width = case.n\n    return np.add(np.arange(width), np.arange(width))\n",
      "np.add(np.arange(n), np.arange(n))"),
     ("def double(case):\n    x_np = np.arange(case.n)\n    return np.add(x_np, x_np, initialW=None)\n", "np.add(x, x)"),

@@ -77,8 +77,8 @@ def test_the_traps_show_in_the_results_and_the_compact_table(comparison):
     # the compact table shows the calls that carry each layout
     compact = comparison["compact"].data
     for call in ("np.stack([g, i, f, o], axis=1)", "mx.init.LSTMBias(forget_bias=1.0)",
-                 "unit_forget_bias=True", "h_n.view(1, 2, len(case.x), H)",
-                 "nnx.Linear(H, 3 * H, use_bias=True, rngs=nnx.Rngs(1))", "self.hn(r * h)"):
+                 "unit_forget_bias=True", "h_n.view(1, 2, len(x), 4)",
+                 "nnx.Linear(4, 12, use_bias=True, rngs=nnx.Rngs(1))", "self.hn(r * h)"):
         assert f"`{call}`" in compact, call
     assert "hidden 1, 4" in compact and "batch 1, 3 · steps 1, 4" in compact
 

@@ -44,6 +44,7 @@ import ast
 import builtins
 import copy
 import json
+import operator
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -343,6 +344,23 @@ class _ReadersWords(ast.NodeTransformer):
         if isinstance(node.value, ast.Name):  # an object's attribute: the object keeps its name
             return node
         return self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        """Arithmetic on two numbers shown by its result where that reads as well (``3 * 4``
+        reads ``12``, ``1 / 6`` stays)."""
+        node = self.generic_visit(node)
+        operations = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                      ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv}
+        numbers = [getattr(side, "value", None) for side in (node.left, node.right)]
+        if type(node.op) in operations and all(isinstance(n, (int, float)) and not isinstance(n, bool)
+                                               for n in numbers):
+            try:
+                value = operations[type(node.op)](*numbers)
+            except ZeroDivisionError:
+                return node
+            if isinstance(value, int) or len(repr(value)) <= 8:
+                return ast.copy_location(ast.Constant(value), node)
+        return node
 
     def visit_Starred(self, node: ast.Starred) -> ast.AST:
         return node if isinstance(node.value, ast.Name) else self.generic_visit(node)
