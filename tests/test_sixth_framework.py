@@ -238,5 +238,5 @@ def test_its_download_names_what_to_install_and_holds_only_its_own_tab(sixth):
 
 def test_the_checklist_takes_its_rows(sixth):
     (line,) = sixth["checklist"]  # the page's one trap, for the pair PyTorch and npnet
-    assert "'npnet': '`npnet.dense(case.x, case.w, case.b)`: exact'" in line and "NpNet's weight" in line
+    assert "'npnet': '`npnet.dense(x, w, b)`: exact'" in line and "NpNet's weight" in line  # the reader's words
     assert "cost='noise'" in line  # the same results as the table writes them; its prose names NpNet
