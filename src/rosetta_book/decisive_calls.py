@@ -43,6 +43,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import json
 import operator
 import re
@@ -101,9 +102,16 @@ def _assigned_keys(tree: ast.AST, dict_name: str | None = None) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+@functools.lru_cache(maxsize=8192)
+def _parsed(source: str) -> ast.AST:
+    """A cell's source parsed once, however often the page's facts are read (never mutated:
+    :class:`_ReadersWords` works on a copy)."""
+    return parse(source)
+
+
 def _parse(page: Page, index: int) -> ast.AST:
     try:
-        return parse(page.notebook.cells[index].source)
+        return _parsed(page.notebook.cells[index].source)
     except SyntaxError as error:
         raise PageError(f"{page.where(index)}: this cell is not Python: {error}") from None
 
@@ -233,11 +241,28 @@ _PURE = (ast.Constant, ast.Tuple, ast.List, ast.UnaryOp, ast.BinOp, ast.Name, as
          ast.operator, ast.unaryop)
 
 
+def _per_page(function):
+    """``function(page, *args)`` computed once per page content (a page's facts are read for
+    each of its hundreds of calls)."""
+    memo: dict = {}
+
+    @functools.wraps(function)
+    def cached(page: Page, *args):
+        key = (str(page.path), tuple((cell.cell_type, cell_role(cell), cell.source) for cell in page.notebook.cells),
+               args)
+        if key not in memo:
+            memo[key] = function(page, *args)
+        return memo[key]
+
+    return cached
+
+
 def _is_literal(node: ast.AST) -> bool:
     return all(isinstance(part, (ast.Constant, ast.Tuple, ast.List, ast.UnaryOp, ast.BinOp, ast.expr_context,
                                  ast.operator, ast.unaryop)) for part in ast.walk(node))
 
 
+@_per_page
 def _modules(page: Page) -> set[str]:
     """The names the page's code imports (``np``, ``nn``, ``F``, ``keras`` ...)."""
     names = set()
@@ -249,6 +274,7 @@ def _modules(page: Page) -> set[str]:
     return names
 
 
+@_per_page
 def _constants(page: Page) -> dict[str, ast.expr]:
     """Each constant (:data:`_CONSTANT`) the page's code binds, once, to a literal."""
     found: dict[str, ast.expr] = {}
@@ -281,6 +307,7 @@ def _assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
                 yield name.id, bound
 
 
+@_per_page
 def _shared_names(page: Page) -> set[str]:
     """The names the page's shared cells bind: the harness of its checks (arrays, grids,
     helpers), which a reader's code does not have."""
@@ -296,14 +323,28 @@ def _shared_names(page: Page) -> set[str]:
     return names
 
 
+@_per_page
+def _framework_assignments(page: Page, framework: str) -> list[tuple[str, ast.expr]]:
+    """The simple assignments at the top of ``framework``'s cells."""
+    return list(_assignments(node for index, cell in enumerate(page.notebook.cells)
+                             if cell.cell_type == "code" and cell_role(cell) == framework
+                             for node in _parse(page, index).body))
+
+
+@_per_page
+def _framework_names(page: Page, framework: str) -> set[str]:
+    """Every name ``framework``'s cells bind, anywhere in them."""
+    return {name for index, cell in enumerate(page.notebook.cells)
+            if cell.cell_type == "code" and cell_role(cell) == framework
+            for node in ast.walk(_parse(page, index)) for name in _bound_names(node)}
+
+
 def _bindings(page: Page, framework: str, tree: ast.AST) -> dict[str, ast.expr]:
     """The names bound once to one expression: anywhere in the decisive cell (``tree``), or
     at the top of another of the framework's cells (its setup: ``rngs = nnx.Rngs(0)``)."""
     found: dict[str, ast.expr] = {}
     clashing = set()
-    others = [node for index, cell in enumerate(page.notebook.cells)
-              if cell.cell_type == "code" and cell_role(cell) == framework for node in _parse(page, index).body]
-    for name, value in [*_assignments(ast.walk(tree)), *_assignments(others)]:
+    for name, value in [*_assignments(ast.walk(tree)), *_framework_assignments(page, framework)]:
         if name in found and ast.unparse(found[name]) != ast.unparse(value):
             clashing.add(name)
         found[name] = value
@@ -416,10 +457,7 @@ def harness_names(text: str, page: Page, framework: str, prose: str, parameters:
         return []
     modules, shared = _modules(page) | set(dir(builtins)), _shared_names(page)
     defined = set(re.findall(r"`(\w+)`", prose + " " + _setup_prose(page)))
-    own = {name for index, cell in enumerate(page.notebook.cells)
-           if cell.cell_type == "code" and cell_role(cell) == framework
-           for node in ast.walk(_parse(page, index))
-           for name in _bound_names(node)}
+    own = _framework_names(page, framework)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id not in modules and node.id != "_":
@@ -451,6 +489,7 @@ def _bound_names(node: ast.AST) -> list[str]:
     return []
 
 
+@_per_page
 def _setup_prose(page: Page) -> str:
     """The prose of the page's Setup section, where it names what every section uses."""
     for index, cell in enumerate(page.notebook.cells):
