@@ -54,6 +54,16 @@ def _argument_pairs(call) -> list[tuple[str, object]]:
     return list(found.values())
 
 
+def shown_calls(page, framework: str):
+    """``(concept, call)`` for each decisive call of ``framework`` the page's compact table shows."""
+    from rosetta_book.decisive_calls import decisive_calls
+
+    for concept, entry in decisive_calls(page).items():
+        calls = entry["calls"].get(framework)
+        for call in calls if isinstance(calls, list) else []:
+            yield concept, call
+
+
 def traced_run(path: Path, framework: str) -> tuple[set[tuple[str, int]], dict]:
     """Run ``framework``'s part of the page in this process, as the chapter loader does, and
     return every (cell, line) of the page's code that executed (cells are compiled under
@@ -61,16 +71,13 @@ def traced_run(path: Path, framework: str) -> tuple[set[tuple[str, int]], dict]:
     call whose compact cell shows an argument as a value, the values that argument took
     where the call's line ran: ``{(cell, line, argument): [values]}``."""
     from rosetta_book.chapter import load_chapter
-    from rosetta_book.decisive_calls import decisive_calls
     from rosetta_book.page import Page
 
     page = Page.read(path.resolve())
     watched: dict[tuple[str, int], list[str]] = {}
-    for entry in decisive_calls(page).values():
-        calls = entry["calls"].get(framework)
-        for call in calls if isinstance(calls, list) else []:
-            for code, _ in _argument_pairs(call):
-                watched.setdefault((page.where(call.cell), call.line), []).append(code)
+    for _, call in shown_calls(page, framework):
+        for code, _ in _argument_pairs(call):
+            watched.setdefault((page.where(call.cell), call.line), []).append(code)
     prefix = f"{path.resolve()}:"
     seen: set[tuple[str, int]] = set()
     values: dict = {}
@@ -106,18 +113,12 @@ def traced_run(path: Path, framework: str) -> tuple[set[tuple[str, int]], dict]:
 def calls_never_executed(path: Path, framework: str, traced=None) -> list[str]:
     """The decisive calls of ``framework`` that the compact table would show and that its part
     never executed, as ``"concept: call (page:line)"``."""
-    from rosetta_book.decisive_calls import decisive_calls
     from rosetta_book.page import Page
 
     page = Page.read(path.resolve())
     seen, _ = traced or traced_run(path, framework)
-    missing = []
-    for concept, entry in decisive_calls(page).items():
-        calls = entry["calls"].get(framework)
-        for call in calls if isinstance(calls, list) else []:
-            if (page.where(call.cell), call.line) not in seen:
-                missing.append(f"{concept}: {call.text} ({page.where(call.cell)} line {call.line})")
-    return missing
+    return [f"{concept}: {call.text} ({page.where(call.cell)} line {call.line})"
+            for concept, call in shown_calls(page, framework) if (page.where(call.cell), call.line) not in seen]
 
 
 def arguments_not_shown_as_run(path: Path, framework: str, traced=None) -> list[str]:
@@ -125,22 +126,19 @@ def arguments_not_shown_as_run(path: Path, framework: str, traced=None) -> list[
     the call (never evaluated there, or another value), as ``"concept: argument: ..."``."""
     import numpy as np
 
-    from rosetta_book.decisive_calls import decisive_calls
     from rosetta_book.page import Page
 
     page = Page.read(path.resolve())
     _, values = traced or traced_run(path, framework)
     wrong = []
-    for concept, entry in decisive_calls(page).items():
-        calls = entry["calls"].get(framework)
-        for call in calls if isinstance(calls, list) else []:
-            for code, shown in _argument_pairs(call):
-                taken = values.get((page.where(call.cell), call.line, code), [])
-                if not taken:
-                    wrong.append(f"{concept}: {code} (shown as {shown!r}): never evaluated where the call ran")
-                elif any(not np.array_equal(np.asarray(value, dtype=object), np.asarray(shown, dtype=object))
-                         for value in taken):
-                    wrong.append(f"{concept}: {code} (shown as {shown!r}) ran as {taken[0]!r}")
+    for concept, call in shown_calls(page, framework):
+        for code, shown in _argument_pairs(call):
+            taken = values.get((page.where(call.cell), call.line, code), [])
+            if not taken:
+                wrong.append(f"{concept}: {code} (shown as {shown!r}): never evaluated where the call ran")
+            elif any(not np.array_equal(np.asarray(value, dtype=object), np.asarray(shown, dtype=object))
+                     for value in taken):
+                wrong.append(f"{concept}: {code} (shown as {shown!r}) ran as {taken[0]!r}")
     return wrong
 
 
