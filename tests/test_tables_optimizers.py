@@ -25,7 +25,7 @@ from translation_table_checks import assert_every_concept_checked, assert_the_pa
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "optimizers.md"
 PAGE_NAME = "tables/optimizers.md"
-PROMISED_CONCEPTS = 17
+PROMISED_CONCEPTS = 18
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +67,8 @@ def test_the_stated_conditions_hold_inside_and_fail_outside(page):
         ("sgd_weight_decay", "tensorflow"): "momentum 0.9, wd 0.1, steps 3",
         ("adam_large_eps", "tensorflow"): "eps 0.1",
         ("cosine", "pytorch"): "steps 9",
+        ("clip_norm_variables", "tensorflow"): "per global",
+        **{("clip_norm_variables", f): "per variable" for f in ("pytorch", "jax", "mxnet", "chainer")},
     }
     for key, outside in expected.items():
         assert checks[key].condition and outside in checks[key].outside, (key, checks[key].verdict)
