@@ -17,7 +17,7 @@ from translation_table_checks import assert_every_concept_checked, assert_the_pa
 
 PAGE = Path(__file__).parents[1] / "book" / "tables" / "transformer_layers.md"
 PAGE_NAME = "tables/transformer_layers.md"
-PROMISED_CONCEPTS = 14
+PROMISED_CONCEPTS = 15
 #: Each framework's documented default epsilon of its layer norm (the page's conditions).
 DEFAULT_EPS = {"pytorch": 1e-5, "tensorflow": 1e-3, "jax": 1e-6, "mxnet": 1e-5, "chainer": 1e-6}
 
@@ -108,3 +108,18 @@ def test_without_its_condition_the_default_epsilon_row_stops_the_page(parts, tmp
 
 def test_every_concept_runs_in_all_five_frameworks_and_is_checked(comparison):
     assert_every_concept_checked(comparison["checks"], PROMISED_CONCEPTS)
+
+
+def test_pytorchs_layer_and_function_read_a_boolean_mask_oppositely(comparison):
+    """The layer-mask row's trap, from the checks: the same boolean array means "ignore"
+    to PyTorch's layer and "attend" to Keras's and Flax's layers, and PyTorch's function
+    reads its key-padding mask as "attend" on every case."""
+    checks = {(c.concept, c.framework): c for c in comparison["checks"]}
+    for framework, reading in (("pytorch", "ignore"), ("tensorflow", "attend"), ("jax", "attend")):
+        check = checks["attention_layer_mask", framework]
+        assert check.condition == f"true_means == '{reading}'", check.verdict
+        assert check.exact and check.error <= check.tolerance and check.outside, check.verdict
+    function = checks["attention_padding", "pytorch"]
+    assert function.condition is None and function.error <= function.tolerance, function.verdict
+    layer_vs_keras = {p.other: p for p in checks["attention_layer_mask", "pytorch"].against}["tensorflow"]
+    assert layer_vs_keras.differs == layer_vs_keras.cases == 4, layer_vs_keras
