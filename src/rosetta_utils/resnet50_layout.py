@@ -93,6 +93,26 @@ def native_names(framework: str, stage: int, block: int, branch: int) -> tuple[s
     raise AssertionError(framework)
 
 
+def block_paths(framework: str) -> dict[str, str]:
+    """Where a framework's ResNet-50 computes the stem's batch norm and each of the 16
+    bottleneck blocks: canonical (torchvision's) name → the path of that layer in the
+    framework's model, in the order they run. A recording of layer outputs reads these,
+    not the convolutions: Keras's and Gluon's convolutions keep biases that the canonical
+    network folds into the next batch norm, so only the batch norm's output is the same
+    array everywhere."""
+    paths = {"bn1": {"tensorflow": "conv1_bn", "mxnet": "1"}.get(framework, "bn1")}
+    for stage, (_, blocks, _) in enumerate(RESNET50_STAGES, start=1):
+        for block in range(blocks):
+            paths[f"layer{stage}.{block}"] = {
+                "pytorch": f"layer{stage}.{block}",
+                "tensorflow": f"conv{stage + 1}_block{block + 1}_out",
+                "jax": f"layer{stage}/layers/{block}",
+                "mxnet": f"{3 + stage}.{block}",
+                "chainer": f"res{stage + 1}/{'a' if block == 0 else f'b{block}'}",
+            }[framework]
+    return paths
+
+
 #: Keras's names of a batch norm's arrays, in its legacy order, and torchvision's.
 KERAS_BATCH_NORM = (("gamma", "weight"), ("beta", "bias"), ("moving_mean", "running_mean"), ("moving_variance", "running_var"))
 
