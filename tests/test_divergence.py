@@ -87,6 +87,21 @@ def test_each_shape_of_a_difference_names_its_cause_first(change, cause):
     assert planted(change)[0] == cause
 
 
+def test_a_shape_is_named_only_where_it_explains_the_difference_within_float32s_bound():
+    """A uniform offset barely beyond the bound is no reordering (sorted, the runs still
+    differ by the offset), and a per-channel change that an affine map explains only up
+    to a residual above the bound is no normalisation."""
+    def offset(y):  # about twice the middle layer's bound: the values sort alike but apart
+        return y + np.float32(1e-5 * np.abs(y).max())
+
+    assert "order" not in planted(offset)
+
+    def nearly_affine(y):
+        return y * np.array([1.1, 0.9, 1.0])[None, :, None, None] + 0.05 * np.tanh(y)
+
+    assert "normalisation" not in planted(nearly_affine)
+
+
 def test_a_shapeless_difference_names_the_causes_of_its_layers_kind():
     shapeless = lambda y: y + rng.standard_normal(y.shape) * 0.1  # noqa: E731
     assert planted(shapeless, kind="conv")[:2] == ["padding", "order"]
