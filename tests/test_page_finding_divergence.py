@@ -40,10 +40,9 @@ def test_every_planted_trap_is_found_at_its_layer_with_its_cause(comparison):
     traps = comparison["TRAPS"]
     assert len(traps) >= TRAPS_PROMISED and {model for model, _, _ in traps.values()} == set(MODELS)
     at_layer, named = comparison["at_layer"], comparison["named"]
-    if len(AVAILABLE) > 1:
-        # each trap in every framework that ports PyTorch's model, and in PyTorch as a port of Keras's
-        ports = len(AVAILABLE) - 1 + ("pytorch" in AVAILABLE and "tensorflow" in AVAILABLE)
-        assert len(at_layer) == len(traps) * ports
+    # each trap in every framework that ports PyTorch's model, and in PyTorch as a port of Keras's
+    ports = [fw for fw in AVAILABLE if ("tensorflow" if fw == "pytorch" else "pytorch") in AVAILABLE]
+    assert len(at_layer) == len(traps) * len(ports)
     assert set(at_layer.values()) <= {"agrees"}, {k: v for k, v in at_layer.items() if v != "agrees"}
     assert sum(named.values()) >= 0.9 * len(named)
 
@@ -59,7 +58,7 @@ def test_every_part_recorded_the_same_arrays_in_the_same_order(runs):
     # the CIFAR-10 network and the GRU classifier carry their gradients, last layer first
     cifar = list(first["captured"]["cifar10"])
     assert cifar[:6] == ["conv1", "conv2", "conv3", "conv4", "fc1", "fc2"]
-    assert cifar[6:8] == ["grad/fc2.bias", "grad/fc2.weight"] and cifar[-1] == "grad/conv1.weight"
+    assert cifar[6:8] == ["fc2.bias.grad", "fc2.weight.grad"] and cifar[-1] == "conv1.weight.grad"
     assert list(first["captured"]["imdb"])[:2] == ["gru", "dense"]
 
 
@@ -81,6 +80,8 @@ def test_a_layer_off_by_more_than_its_bound_in_one_framework_stops_the_page(runs
 def test_a_trap_the_command_would_miss_stops_the_page(runs):
     """A planted recording replaced by the framework's correct one: the command finds no
     divergence, and the page stops, naming the trap the command missed."""
+    if "pytorch" not in AVAILABLE or len(AVAILABLE) < 2:
+        pytest.skip("the traps are planted in ports of PyTorch's models")
     framework = AVAILABLE[-1]
     planted = dict(runs[framework]["planted"])
     correct = runs[framework]["captured"]["imdb"]
