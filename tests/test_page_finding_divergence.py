@@ -55,11 +55,14 @@ def test_every_part_recorded_the_same_arrays_in_the_same_order(runs):
             recorded, expected = run["captured"][name], first["captured"][name]
             assert list(recorded) == list(expected), (framework, name)
             assert all(recorded[k].shape == expected[k].shape for k in recorded), (framework, name)
-    # the CIFAR-10 network and the GRU classifier carry their gradients, last layer first
+    # every model carries its weights' gradients after its outputs, last layer first
     cifar = list(first["captured"]["cifar10"])
     assert cifar[:6] == ["conv1", "conv2", "conv3", "conv4", "fc1", "fc2"]
     assert cifar[6:8] == ["fc2.bias.grad", "fc2.weight.grad"] and cifar[-1] == "conv1.weight.grad"
     assert list(first["captured"]["imdb"])[:2] == ["gru", "dense"]
+    resnet = list(first["captured"]["resnet50"])
+    assert resnet[:2] == ["bn1", "layer1.0"] and resnet[17] == "layer4.2.bn3.bias.grad"
+    assert resnet[-1] == "conv1.weight.grad" and not any("running_" in name for name in resnet)
 
 
 def test_a_layer_off_by_more_than_its_bound_in_one_framework_stops_the_page(runs):
