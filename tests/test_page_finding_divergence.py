@@ -56,10 +56,13 @@ def test_every_part_recorded_the_same_arrays_in_the_same_order(runs):
             assert list(recorded) == list(expected), (framework, name)
             assert all(recorded[k].shape == expected[k].shape for k in recorded), (framework, name)
     # every model carries its weights' gradients after its outputs, last layer first
+    # (the CIFAR-10 network's and the GRU's after the gradients of their layers' outputs)
     cifar = list(first["captured"]["cifar10"])
-    assert cifar[:6] == ["conv1", "conv2", "conv3", "conv4", "fc1", "fc2"]
-    assert cifar[6:8] == ["fc2.bias.grad", "fc2.weight.grad"] and cifar[-1] == "conv1.weight.grad"
-    assert list(first["captured"]["imdb"])[:2] == ["gru", "dense"]
+    layers = ["conv1", "conv2", "conv3", "conv4", "fc1", "fc2"]
+    assert cifar[:12] == layers + [f"{layer}.output.grad" for layer in reversed(layers)]
+    assert cifar[12:14] == ["fc2.bias.grad", "fc2.weight.grad"] and cifar[-1] == "conv1.weight.grad"
+    assert list(first["captured"]["imdb"])[:5] == ["gru", "dense", "dense.output.grad", "gru.output.grad",
+                                                   "dense.bias.grad"]
     resnet = list(first["captured"]["resnet50"])
     assert resnet[:2] == ["bn1", "layer1.0"] and resnet[17] == "layer4.2.bn3.bias.grad"
     assert resnet[-1] == "conv1.weight.grad" and not any("running_" in name for name in resnet)
@@ -78,6 +81,43 @@ def test_a_layer_off_by_more_than_its_bound_in_one_framework_stops_the_page(runs
     message = assert_a_failed_proof_stops_the_page(PAGE, runs, framework, {"captured": captured},
                                                    r"DIFFERS \(at conv3\)", failing="cifar10: ")
     assert "no divergence between correct ports" in message
+
+
+def test_a_layer_gradient_off_by_more_than_its_bound_in_one_framework_stops_the_page(runs):
+    """conv3's output gradient moved by 1e-2 of its largest value on every probe, in a
+    framework the command's cell does not read: every pair with that framework diverges
+    there, after conv4's gradient agreed (the gradients run last layer first)."""
+    if len(AVAILABLE) < 3:
+        pytest.skip("needs a framework between the first and the last")
+    framework = AVAILABLE[1]
+    captured = {name: dict(arrays) for name, arrays in runs[framework]["captured"].items()}
+    grad = captured["cifar10"]["conv3.output.grad"]
+    captured["cifar10"]["conv3.output.grad"] = grad + np.float32(1e-2 * np.abs(grad).max())
+    message = assert_a_failed_proof_stops_the_page(PAGE, runs, framework, {"captured": captured},
+                                                   r"DIFFERS \(at conv3\.output\.grad\)", failing="cifar10: ")
+    assert "no divergence between correct ports" in message
+
+
+def test_only_probes_whose_decisions_differ_are_left_out_of_the_layer_gradients(runs, comparison):
+    """The page's own decided_alike on a recording against a copy of it changed in two
+    probes: a ReLU's input across 0 in one, a max pool's window tied in another. Those two
+    are left out, with the probes a tie leaves out of the recording against itself (its
+    own equal largest values, which each framework's rule breaks its own way), and no
+    other."""
+    decided_alike = comparison["decided_alike"]
+    a = {layer: np.array(array) for layer, array in runs[AVAILABLE[0]]["captured"]["cifar10"].items()}
+    itself = decided_alike(a, a)
+    assert itself.sum() >= 2, "the probes need two without a tie of their own"
+    sign, tie = np.flatnonzero(itself)[:2]
+    b = {layer: array.copy() for layer, array in a.items()}
+    b["conv3"][sign, 7, 2, 2] = -b["conv3"][sign, 7, 2, 2]  # a sign the ReLU decides on
+    conv4 = b["conv4"][tie]  # a window of positive values, each set to its largest: a tie
+    c, i, j = next((c, i, j) for c in range(len(conv4)) for i in range(0, conv4.shape[1], 2)
+                   for j in range(0, conv4.shape[2], 2) if (conv4[c, i:i + 2, j:j + 2] > 0).all())
+    conv4[c, i:i + 2, j:j + 2] = conv4[c, i:i + 2, j:j + 2].max()
+    expected = itself.copy()
+    expected[[sign, tie]] = False
+    assert (decided_alike(a, b) == expected).all()
 
 
 def test_a_trap_the_command_would_miss_stops_the_page(runs):
