@@ -1,5 +1,6 @@
 """The chapter on finding where a port goes wrong: every framework's recordings of the book's
-three models agree pair by pair, every planted trap is found at its layer with its cause,
+three models (outputs, then gradients) agree pair by pair, the layers' gradients on the
+probes both runs decide alike, every planted trap is found at its layer with its cause,
 and a wrong recording or a trap the command misses stops the page.
 
 The parts come from the build's cache where `make test` built the page (conftest's
@@ -7,6 +8,7 @@ parts_as_built); each test that feeds the comparisons a changed result expects t
 gate to stop them, naming the pair or the trap.
 """
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -68,33 +70,20 @@ def test_every_part_recorded_the_same_arrays_in_the_same_order(runs):
     assert resnet[-1] == "conv1.weight.grad" and not any("running_" in name for name in resnet)
 
 
-def test_a_layer_off_by_more_than_its_bound_in_one_framework_stops_the_page(runs):
-    """conv3's outputs moved by 1e-4 of their largest value in a framework the command's
-    cell does not read (neither the first nor the last): above float32's bound at that
-    layer, so every pair with that framework diverges at conv3."""
+@pytest.mark.parametrize("layer, share", [("conv3", 1e-4), ("conv3.output.grad", 1e-2)])
+def test_an_array_off_by_more_than_its_bound_in_one_framework_stops_the_page(runs, layer, share):
+    """conv3's outputs moved by 1e-4 of their largest value, or its output's gradient by 1e-2
+    on every probe (after the whole forward pass and conv4's gradient, its bound is wider),
+    in a framework the command's cell does not read (neither the first nor the last): above
+    float32's bound there, so every pair with that framework diverges at that array."""
     if len(AVAILABLE) < 3:
         pytest.skip("needs a framework between the first and the last")
     framework = AVAILABLE[1]
     captured = {name: dict(arrays) for name, arrays in runs[framework]["captured"].items()}
-    conv3 = captured["cifar10"]["conv3"]
-    captured["cifar10"]["conv3"] = conv3 + np.float32(1e-4 * np.abs(conv3).max())
+    array = captured["cifar10"][layer]
+    captured["cifar10"][layer] = array + np.float32(share * np.abs(array).max())
     message = assert_a_failed_proof_stops_the_page(PAGE, runs, framework, {"captured": captured},
-                                                   r"DIFFERS \(at conv3\)", failing="cifar10: ")
-    assert "no divergence between correct ports" in message
-
-
-def test_a_layer_gradient_off_by_more_than_its_bound_in_one_framework_stops_the_page(runs):
-    """conv3's output gradient moved by 1e-2 of its largest value on every probe, in a
-    framework the command's cell does not read: every pair with that framework diverges
-    there, after conv4's gradient agreed (the gradients run last layer first)."""
-    if len(AVAILABLE) < 3:
-        pytest.skip("needs a framework between the first and the last")
-    framework = AVAILABLE[1]
-    captured = {name: dict(arrays) for name, arrays in runs[framework]["captured"].items()}
-    grad = captured["cifar10"]["conv3.output.grad"]
-    captured["cifar10"]["conv3.output.grad"] = grad + np.float32(1e-2 * np.abs(grad).max())
-    message = assert_a_failed_proof_stops_the_page(PAGE, runs, framework, {"captured": captured},
-                                                   r"DIFFERS \(at conv3\.output\.grad\)", failing="cifar10: ")
+                                                   rf"DIFFERS \(at {re.escape(layer)}\)", failing="cifar10: ")
     assert "no divergence between correct ports" in message
 
 
