@@ -47,6 +47,10 @@ def test_every_planted_trap_is_found_at_its_layer_with_its_cause(comparison):
     assert len(at_layer) == len(traps) * len(ports)
     assert set(at_layer.values()) <= {"agrees"}, {k: v for k, v in at_layer.items() if v != "agrees"}
     assert sum(named.values()) >= 0.9 * len(named)
+    # a trap that shows only after a step is found at the step's first array, the optimiser named first
+    training = [row for row in comparison["trap_rows"] if row[0] == "SGD without its momentum"]
+    assert len(training) == len(ports)
+    assert all(row[2] == "step2/embedding.weight.update" and row[4].startswith("optimiser") for row in training)
 
 
 def test_every_part_recorded_the_same_arrays_in_the_same_order(runs):
@@ -63,8 +67,10 @@ def test_every_part_recorded_the_same_arrays_in_the_same_order(runs):
     layers = ["conv1", "conv2", "conv3", "conv4", "fc1", "fc2"]
     assert cifar[:12] == layers + [f"{layer}.output.grad" for layer in reversed(layers)]
     assert cifar[12:14] == ["fc2.bias.grad", "fc2.weight.grad"] and cifar[-1] == "conv1.weight.grad"
-    assert list(first["captured"]["imdb"])[:5] == ["gru", "dense", "dense.output.grad", "gru.output.grad",
-                                                   "dense.bias.grad"]
+    imdb = list(first["captured"]["imdb"])
+    assert imdb[:5] == ["gru", "dense", "dense.output.grad", "gru.output.grad", "dense.bias.grad"]
+    # and the GRU classifier's SGD steps, each step's change of every weight, the first step first
+    assert imdb[-1] == "step2/dense.bias.update" and imdb.index("step1/embedding.weight.update") == 11
     resnet = list(first["captured"]["resnet50"])
     assert resnet[:2] == ["bn1", "layer1.0"] and resnet[17] == "layer4.2.bn3.bias.grad"
     assert resnet[-1] == "conv1.weight.grad" and not any("running_" in name for name in resnet)
