@@ -178,8 +178,9 @@ def test_a_gradient_a_few_percent_off_fails_the_update_check(comparison):
     framework = next(fw for fw in AVAILABLE if fw != "pytorch")
     initial = comparison["initial_weights"]
     after = comparison["runs"][framework].weights_after_step
-    updates = {name: after[name] - initial[name] for name in initial}
-    name = max(updates, key=lambda n: np.max(np.abs(updates[n])))  # the layer that moved most
+    compared = comparison["compared_layers"](comparison["runs"][framework], comparison["runs"]["pytorch"])
+    updates = {name: after[name] - initial[name] for name in initial if name.split(".")[0] in compared}
+    name = max(updates, key=lambda n: np.max(np.abs(updates[n])))  # the compared layer that moved most
     wrong = dict(after, **{name: initial[name] + 1.05 * updates[name]})
     (_, row), failing = rebuilt_table(comparison, framework, weights_after_step=wrong)
     assert failing == [framework]
@@ -211,13 +212,13 @@ def test_weights_transplanted_without_the_flatten_reordering_fail(comparison, te
     # load_weights reorders fc1 from NCHW to NHWC; hand it the inverse, so that Keras gets
     # PyTorch's fc1 as it is, as a transplant that forgot the reordering would.
     unreordered = dict(initial, **{"fc1.weight": flattened_dense_nhwc_to_nchw(initial["fc1.weight"], 100, 8, 8)})
-    logits, after = tensorflow_part["probe"](unreordered)
+    logits, _, after = tensorflow_part["probe"](unreordered)
     (_, row), failing = rebuilt_table(comparison, "tensorflow", probe_logits=logits, weights_after_step=after)
     assert failing == ["tensorflow"]
     assert row[comparison["LOGITS"]] > 100 * comparison["TOLERANCE"]
     assert row["verdict"].startswith(comparison["LOGITS"])
     # and the page's own transplant, called the same way, agrees
-    logits, after = tensorflow_part["probe"](initial)
+    logits, _, after = tensorflow_part["probe"](initial)
     (_, row), failing = rebuilt_table(comparison, "tensorflow", probe_logits=logits, weights_after_step=after)
     assert failing == [] and row["verdict"] == "agrees"
 
@@ -264,3 +265,40 @@ def test_the_summary_shows_what_the_parts_computed(comparison, monkeypatch):
         assert f"Equivalence: {others - 1} of {others} frameworks" in failed
         still = [fw for fw in AVAILABLE if fw not in ("pytorch", framework)]
         assert not still or f"PyTorch's function ({', '.join(still)}):" in failed
+
+
+def test_a_decision_taken_otherwise_leaves_its_layer_and_those_before_it_uncompared(comparison):
+    """A ReLU input moved across zero in conv3's output of one step image: conv3's update
+    and those of conv1 and conv2 are no longer held to float32's bound (a gradient goes
+    elsewhere there), conv4's, fc1's and fc2's still are, and the table says so. The same
+    for a max pool's choice in conv4's output, which leaves only fc1 and fc2."""
+    framework = next(fw for fw in AVAILABLE if fw != "pytorch")
+    runs = comparison["runs"]
+    assert comparison["compared_layers"](runs["pytorch"], runs["pytorch"]) == list(comparison["ORDER"])
+
+    def outputs(change=None):
+        """PyTorch's step outputs, one of them changed in place by ``change``."""
+        copied = {name: array.copy() for name, array in runs["pytorch"].step_outputs.items()}
+        if change:
+            change(copied)
+        return copied
+
+    def window(order):
+        def change(copied):  # conv4's first 2x2 window of image 0, channel 0
+            copied["conv4"][0, 0, :2, :2] = order
+        return change
+
+    def flip(copied):
+        copied["conv3"][3, 7, 5, 5] = -copied["conv3"][3, 7, 5, 5] or 1.0
+
+    for (mine, theirs), layers, where in (((outputs(flip), outputs()), ["conv4", "fc1", "fc2"], "conv3 on 1"),
+                                          ((outputs(window([[1.0, 2.0], [0.5, 0.25]])),
+                                            outputs(window([[2.0, 1.0], [0.5, 0.25]]))), ["fc1", "fc2"],
+                                           "conv4 on 1")):
+        run = TabRun(framework, {**runs[framework].as_dict(), "step_outputs": mine})
+        reference = TabRun("pytorch", {**runs["pytorch"].as_dict(), "step_outputs": theirs})
+        assert comparison["compared_layers"](run, reference) == layers
+        assert set(comparison["update_ratios"](run, reference)) == {
+            f"{layer}.{kind}" for layer in layers for kind in ("weight", "bias")}
+        shown = comparison["compared_on"](run, reference)
+        assert shown.startswith(", ".join(layers)) and where in shown
