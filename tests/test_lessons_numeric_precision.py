@@ -133,9 +133,12 @@ def test_every_row_says_where_it_ran_and_in_what_float32(comparison, framework):
 def test_float32_is_float32_rounding_and_bfloat16_is_not(comparison, framework):
     errors = comparison["errors"][framework]
     assert errors["float32"]["logits"] < 64 * 2.0**-24
-    half = "float16" if isinstance(errors["bfloat16"], str) else "bfloat16"
-    assert errors[half]["logits"] > comparison["BOOK_TOLERANCE"]
-    for precision in ("float32", half):
+    halves = [half for half in ("bfloat16", "float16") if isinstance(errors.get(half), dict)]
+    if not halves:  # MXNet where oneDNN has no bfloat16 kernel for this CPU
+        assert framework == "mxnet" and errors["bfloat16"].startswith("fails on this CPU")
+    for half in halves[:1]:
+        assert errors[half]["logits"] > comparison["BOOK_TOLERANCE"]
+    for precision in ("float32", *halves[:1]):
         assert comparison["precision_verdict"](precision, errors[precision]["logits"]) == "agrees"
 
 
@@ -199,6 +202,9 @@ def test_bfloat16_and_float32_were_timed_in_turns_or_the_part_says_why_not(compa
     run = comparison["runs"][framework]
     if framework not in TIMED:
         assert "step_seconds" not in run and run.placement["timing"]
+        return
+    if isinstance(run.steps["bfloat16"], str):  # it failed: the part says so, times float32
+        assert set(run.step_seconds) == {"float32"} and run.steps["bfloat16"] in run.placement["timing"]
         return
     assert set(run.step_seconds) == {"float32", "bfloat16"}
     for seconds in run.step_seconds.values():
