@@ -4,6 +4,7 @@ difference names its cause; bad files are refused naming the first mismatch; the
 compares files written in the two environments."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,7 +105,7 @@ def test_a_shape_is_named_only_where_it_explains_the_difference_within_float32s_
 
 def test_a_shapeless_difference_names_the_causes_of_its_layers_kind():
     shapeless = lambda y: y + rng.standard_normal(y.shape) * 0.1  # noqa: E731
-    assert planted(shapeless, kind="conv")[:2] == ["padding", "order"]
+    assert planted(shapeless, kind="conv")[:2] == ["order", "padding"]  # padding shows on the borders
     assert planted(shapeless, kind="norm")[0] == "normalisation"
     assert planted(shapeless)[0] == "everywhere"
 
@@ -118,10 +119,17 @@ def test_a_difference_after_the_first_step_names_the_optimiser():
     assert report.first.name == "step1/dense" and report.causes[0].name == "optimiser"
 
 
-def test_a_nan_is_the_first_divergence_even_where_the_values_match():
-    layers = {"a": np.ones((2, 3), np.float32), "b": np.full((2, 3), np.nan, np.float32)}
-    report = find_divergence(layers, dict(layers), {"a": 3, "b": 3})
+def test_the_same_nan_or_infinity_in_both_runs_agrees_and_one_in_one_run_only_is_the_divergence():
+    layers = {"a": np.ones((2, 3), np.float32),
+              "b": np.array([[np.nan, 1, np.inf], [-np.inf, 2, 3]], np.float32), "c": np.ones((2, 3), np.float32)}
+    assert find_divergence(layers, dict(layers), {"a": 3, "b": 3, "c": 3}).first is None
+    other = dict(layers, b=layers["b"].copy())
+    other["b"][0, 2] = -np.inf  # another infinity at the same place
+    report = find_divergence(layers, other, {"a": 3, "b": 3, "c": 3})
     assert report.first.name == "b" and report.causes[0].name == "not finite"
+    other["b"] = np.where(np.isnan(layers["b"]), 0, layers["b"]).astype(np.float32)  # the NaN in one run only
+    report = find_divergence(layers, other, {"a": 3, "b": 3, "c": 3})
+    assert report.first.name == "b" and report.causes[0].name == "not finite" and report.first.differing == 1
 
 
 def test_every_cause_links_rows_that_the_tables_have():
@@ -139,8 +147,8 @@ def test_files_whose_layers_do_not_match_are_refused_naming_the_first_mismatch(t
     save_activations(tmp_path / "short.npz", {"conv1": np.zeros((1, 2))})
     with pytest.raises(DivergenceInputError, match=r"layer 1: .*a\.npz has 'fc' where .*renamed\.npz has 'dense'"):
         compare_files(tmp_path / "a.npz", tmp_path / "renamed.npz")
-    with pytest.raises(DivergenceInputError, match=r"layer 1 \('fc'\): shape \(1, 3\) in .*, \(3, 1\) in"):
-        compare_files(tmp_path / "a.npz", tmp_path / "reshaped.npz")
+    reshaped = compare_files(tmp_path / "a.npz", tmp_path / "reshaped.npz")  # a divergence, not bad input
+    assert reshaped.first.name == "fc" and reshaped.first.other_shape == (3, 1)
     with pytest.raises(DivergenceInputError, match=r"a\.npz has more layers: 'fc' \(layer 1\)"):
         compare_files(tmp_path / "a.npz", tmp_path / "short.npz")
     (tmp_path / "text.npz").write_text("not an archive")
@@ -203,3 +211,95 @@ def test_the_command_names_a_bad_file_and_exits_2(tmp_path):
     (tmp_path / "a.npz").write_text("nothing")
     done = run_command(tmp_path / "a.npz", tmp_path / "a.npz")
     assert done.returncode == 2 and "not a file of saved activations" in done.stderr
+
+
+def bad_files(folder, good):
+    """Each kind of file a reader may hand the command by mistake, with what its message
+    must say."""
+    (folder / "empty.npz").write_bytes(b"")
+    (folder / "truncated.npz").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    (folder / "text.npz").write_text("layer,value\nconv1,0.5\n")
+    np.save(folder / "array.npy", np.zeros((2, 3), np.float32))
+    np.savez(folder / "nothing.npz")
+    return {"empty.npz": "empty", "truncated.npz": "not a file of saved activations",
+            "text.npz": "not a zip archive", "array.npy": r"single numpy array \(\.npy\)",
+            "nothing.npz": "holds no layers", "missing.npz": "no such file"}
+
+
+def test_every_bad_file_exits_2_with_a_message_that_names_the_problem(tmp_path):
+    good = save_activations(tmp_path / "good.npz", {"dense": np.ones((2, 3), np.float32)}, {"dense": 3})
+    for name, message in bad_files(tmp_path, good).items():
+        for pair in ((good, tmp_path / name), (tmp_path / name, good)):
+            done = run_command(*pair)
+            assert done.returncode == 2, (name, done.stdout, done.stderr)
+            assert "Traceback" not in done.stderr and re.search(message, done.stderr), (name, done.stderr)
+            assert name in done.stderr
+
+
+def test_files_that_describe_a_layer_differently_are_refused_naming_it(tmp_path):
+    layers = {"conv": np.ones((2, 4, 3, 3), np.float32), "fc": np.ones((2, 5), np.float32)}
+    a = save_activations(tmp_path / "a.npz", layers, {"conv": 28, "fc": 37}, {"conv": "conv", "fc": "dense"})
+    b = save_activations(tmp_path / "b.npz", layers, {"conv": 28, "fc": 36}, {"conv": "conv", "fc": "dense"})
+    c = save_activations(tmp_path / "c.npz", layers, {"conv": 28, "fc": 37}, {"conv": "conv", "fc": "other"})
+    d = save_activations(tmp_path / "d.npz", layers)  # no description: takes the other file's
+    with pytest.raises(DivergenceInputError, match=r"disagree on layer 'fc''s fan-in: 37 in .*a\.npz, 36 in"):
+        compare_files(a, b)
+    with pytest.raises(DivergenceInputError, match=r"disagree on layer 'fc''s kind: 'dense' in"):
+        compare_files(a, c)
+    assert compare_files(a, d).first is None and compare_files(d, a).fan_ins_recorded
+
+
+def test_framework_arrays_are_converted_and_anything_else_is_refused_naming_its_type(tmp_path):
+    class Tensorish:  # an object numpy keeps as an object array
+        pass
+
+    with pytest.raises(DivergenceInputError, match=r"layer 'fc'.*Tensorish.*not an array of numbers"):
+        save_activations(tmp_path / "x.npz", {"fc": Tensorish()})
+    with pytest.raises(DivergenceInputError, match="no layers to save"):
+        save_activations(tmp_path / "x.npz", {})
+    assert not (tmp_path / "x.npz").exists()
+    torch = pytest.importorskip("torch")
+    path = save_activations(tmp_path / "t.npz", {"fc": torch.ones(2, 3, requires_grad=True) * 2})
+    assert load_activations(path).outputs["fc"].dtype == np.float32
+
+
+def test_the_report_says_the_margin_counts_what_differs_and_names_each_rows_page(tmp_path):
+    first, second, fan_ins = mlp_runs()
+    agree = find_divergence(first, second, fan_ins)
+    line = agree.lines()[-1]
+    worst = max(agree.layers, key=lambda check: check.share)
+    assert f"the closest, {worst.name!r}, uses {worst.share:.3g} of its bound" in line
+    planted_second = dict(second)
+    planted_second["dense3"] = second["dense3"] + np.float32(0.5) * (np.arange(256) == 7).astype(np.float32)
+    report = find_divergence(first, planted_second, fan_ins, kinds={name: "dense" for name in first})
+    assert report.first.name == "dense3" and report.first.differing == int((second["dense3"][:, 7] >= 0).size)
+    text = "\n".join(report.lines())
+    assert f"{report.first.differing} of {first['dense3'].size} values beyond the bound" in text
+    assert report.causes[0].name == "bias" and "tables-layers-dense (tables/layers)" in text
+    every = "\n".join(report.lines(every_layer=True))
+    assert all(name in every for name in list(first)[:4]) and "DIVERGES" in every
+
+
+def test_the_command_goes_past_the_first_divergence_and_compares_common_layers_when_asked(tmp_path):
+    first, second, fan_ins = mlp_runs()
+    far = dict(second, dense2=second["dense2"] * 3, dense4=second["dense4"] * 3)
+    a = save_activations(tmp_path / "a.npz", first, fan_ins)
+    b = save_activations(tmp_path / "b.npz", far, fan_ins)
+    done = run_command(a, b, "--keep-going")
+    assert done.returncode == 1 and "later layers beyond their bounds too: dense4" in done.stdout
+    listed = run_command(a, b, "--all")
+    assert listed.returncode == 1 and "dense2" in listed.stdout and "dense3" not in listed.stdout
+    fewer = {name: array for name, array in second.items() if name != "dense1"}  # one layer not recorded
+    c = save_activations(tmp_path / "c.npz", fewer, {name: fan_ins[name] for name in fewer})
+    assert run_command(a, c).returncode == 2
+    common = run_command(a, c, "--common")
+    assert common.returncode == 0 and "left out (recorded by one run only): dense1" in common.stdout
+
+
+def test_a_shape_that_changes_at_a_pool_is_a_divergence_named_by_its_rounding():
+    x = rng.standard_normal((2, 4, 15, 15)).astype(np.float32)
+    ceil = {"conv": x, "pool": np.zeros((2, 4, 8, 8), np.float32)}
+    floor = {"conv": x, "pool": np.zeros((2, 4, 7, 7), np.float32)}
+    report = find_divergence(ceil, floor, {"conv": 27, "pool": 1}, kinds={"conv": "conv", "pool": "pool"})
+    assert report.first.name == "pool" and report.causes[0].name == "pooling"
+    assert "shape (2, 4, 8, 8) in the first run, (2, 4, 7, 7) in the second" in "\n".join(report.lines())
