@@ -17,12 +17,15 @@ sum of ``n`` float32 terms is off by about ``n·u`` of its terms' size (``u =
 by the layer's gain ``g`` (a normalisation divides by its input's spread, so an
 input far from zero magnifies its error; 1 for most layers). Relative to layer
 ``l``'s largest output, one run is off by ``u·E_l`` with ``E_l = g_l·E_{l-1} +
-n_l``, where ``n_l`` is the layer's fan-in (the longest sum one output value
-takes), so two runs differ by up to ``2·u·E_l·max|y_l|``, and by one unit in
-the last place more (an element-wise layer, ``n_l = 1``, may round each run
-once). The bound is therefore ``2·u·(E_l + 1)·max|y_l|``. Fan-ins and gains are
-saved with the run; a file saved without fan-ins is compared with each layer's
-element count per example in their place, a looser bound that the report states.
+n_l``, where ``n_l`` is the layer's fan-in (the longest sum one output value takes). Each
+run carries its own error, ``u·E_l·max|y_l|`` from its own fan-ins and gains
+(a Flax layer norm's variance formula loses more than PyTorch's), and may round
+an element-wise result once more (one unit in the last place, ``2·u·max|y_l|``
+at most), so two runs differ by up to ``u·(E_l + E'_l + 2)·max|y_l|``: the
+bound, ``2·u·(E_l + 1)·max|y_l|`` where both runs carry the same terms. Fan-ins
+and gains are saved with the run; a file saved without fan-ins is compared with
+each layer's element count per example in their place, a looser bound that the
+report states.
 NaN and infinities count as equal where both runs hold the same one at the same
 place, and as the divergence where they do not.
 
@@ -95,8 +98,8 @@ CAUSES = {
               "a transposed or flipped kernel, an embedding's rows, channels in another order",
               ("tables-layers-flatten", "tables-layers-bn-axis", "tables-tensors-permute",
                "tables-layers-conv-transpose", "tables-layers-conv-depthwise")),
-    "gates": ("a recurrent layer's weights in the wrong places: its gates' order (PyTorch i, f, g, o and r, z, n; "
-              "Chainer's LSTM a, i, f, o), its directions, the reset's placement, a bias split",
+    "gates": ("a recurrent layer's weights in the wrong places: its gates' order (PyTorch's i, f, g, o and r, z, n; "
+              "Flax's separate kernels per gate), its directions, the reset's placement, a bias split",
               ("tables-recurrent-lstm-cell", "tables-recurrent-lstm-sequence", "tables-recurrent-gru-step",
                "tables-recurrent-gru-reset-before", "tables-recurrent-gru-bidirectional",
                "tables-recurrent-lstm-bidirectional")),
@@ -148,6 +151,9 @@ def row_page(label: str) -> str:
     raise KeyError(f"no table page for the row {label!r}")
 
 
+#: The kinds whose fan-in a run measures or configures its own way, so two runs' may differ.
+MEASURED = ("norm", "pool", "softmax")
+
 #: Layer kinds a run may save, and the causes a difference no simpler shape explains
 #: most likely has in a layer of that kind, most likely first.
 KINDS = {
@@ -177,7 +183,7 @@ class LayerCheck:
     shape: tuple[int, ...]
     difference: float  # the largest absolute difference (inf where only one run is not finite)
     bound: float
-    sums: float  # E_l = g_l·E_{l-1} + n_l
+    sums: float  # E_l = g_l·E_{l-1} + n_l, the mean of the two runs' own
     differing: int = 0  # values beyond the bound
     other_shape: tuple[int, ...] | None = None  # the second run's, where it differs
 
@@ -203,6 +209,7 @@ class Report:
     causes: list[Cause] = field(default_factory=list)
     fan_ins_recorded: bool = True
     left_out: list[str] = field(default_factory=list)  # layers only one run recorded (common=True)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def divergences(self) -> list[LayerCheck]:
@@ -210,12 +217,13 @@ class Report:
 
     def lines(self, every_layer: bool = False) -> list[str]:
         """The report as a reader's terminal shows it; ``every_layer`` lists each layer."""
-        out = [f"{len(self.layers)} layers compared; bound: float32's 2·u·(E_l + 1)·max|y_l|, "
+        out = [f"{len(self.layers)} layers compared; bound: float32's u·(E_l + E'_l + 2)·max|y_l|, each run's "
                "E_l = gain_l·E_(l-1) + fan-in_l"
                + ("" if self.fan_ins_recorded else " (no fan-ins saved: each layer's size per example "
                   "stands for its fan-in, a looser bound)")]
         if self.left_out:
             out.append(f"left out (recorded by one run only): {', '.join(self.left_out)}")
+        out += [f"note: {note}" for note in self.notes]
         if every_layer:
             for check in self.layers:
                 verdict = "DIVERGES" if check.diverges else "agrees"
@@ -380,17 +388,25 @@ def _difference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
 
 def layer_checks(first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray],
                  fan_ins: Mapping[str, int] | None = None, unit_roundoff: float = UNIT_ROUNDOFF,
-                 stop: bool = True, gains: Mapping[str, float] | None = None) -> list[LayerCheck]:
+                 stop: bool = True, gains: Mapping[str, float] | None = None,
+                 second_terms: tuple[Mapping[str, int], Mapping[str, float]] | None = None) -> list[LayerCheck]:
     """Each layer's difference and bound, in order; up to the first divergence if ``stop``.
     A layer without a fan-in counts its size per example (all but the first axis); a
-    layer without a gain passes its input's error on unchanged (gain 1)."""
+    layer without a gain passes its input's error on unchanged (gain 1). Each run carries
+    its own error: ``second_terms`` (fan-ins, gains) are the second run's where they
+    differ from the first's (a normalisation's, measured on each run's input); the bound
+    is ``u·(E_first + E_second + 2)·max|y|``, twice one run's where both are the same."""
     check_alignment(first, second)
-    fan_ins, gains = dict(fan_ins or {}), dict(gains or {})
-    checks, terms = [], 0.0
+    own = (dict(fan_ins or {}), dict(gains or {}))
+    other = (dict(second_terms[0]), dict(second_terms[1])) if second_terms is not None else own
+    checks, errors = [], [0.0, 0.0]
     for name, a in first.items():  # a training run's later steps carry the earlier steps' errors
         a, b = np.asarray(a), np.asarray(second[name])
-        own = fan_ins.get(name, int(np.prod(a.shape[1:])) if a.ndim > 1 else max(a.size, 1))
-        terms = gains.get(name, 1.0) * terms + own
+        size = int(np.prod(a.shape[1:])) if a.ndim > 1 else max(a.size, 1)
+        for run, (run_fan_ins, run_gains) in enumerate((own, other)):
+            fan_in = run_fan_ins.get(name, own[0].get(name, size))
+            errors[run] = run_gains.get(name, 1.0) * errors[run] + fan_in
+        terms = (errors[0] + errors[1]) / 2
         if a.shape != b.shape:
             check = LayerCheck(name, tuple(a.shape), float("inf"), 0.0, terms, 0, tuple(b.shape))
         else:
@@ -548,12 +564,6 @@ def likely_causes(a: np.ndarray, b: np.ndarray, bound: float, steps: tuple[str |
         if axis_a != axis_b and min(sums_a) < 1e-3 and min(sums_b) < 1e-3:
             found("softmax axis", f"the first run's values sum to 1 along axis {axis_a}, the second's along "
                                   f"axis {axis_b}")
-    if kind == "recurrent" and plain():
-        close = np.corrcoef(a64.ravel(), b64.ravel())[0, 1] if a64.std() > 0 and b64.std() > 0 else 0.0
-        spread = f"{int(differs.sum())} of {a.size} values differ, correlation {close:.3f}"
-        if close > 0.9:  # a shift of one gate's bias keeps the outputs alike
-            found("forget bias", f"{spread}: close, as a shifted gate bias leaves them")
-            found("gates", spread)
     if plain():
         spread = f"{int(differs.sum())} of {a.size} values differ, with no simpler shape"
         by_kind(spread)
@@ -578,15 +588,18 @@ def _common(first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray]):
 def find_divergence(first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray],
                     fan_ins: Mapping[str, int] | None = None, unit_roundoff: float = UNIT_ROUNDOFF,
                     kinds: Mapping[str, str] | None = None, gains: Mapping[str, float] | None = None,
-                    keep_going: bool = False, common: bool = False) -> Report:
+                    keep_going: bool = False, common: bool = False,
+                    second_terms: tuple[Mapping[str, int], Mapping[str, float]] | None = None) -> Report:
     """Compare two runs layer by layer (:func:`layer_checks`) and name the likely causes at
     the first layer that exceeds its bound (:func:`likely_causes`). ``keep_going``: compare
     every layer, past the first divergence; ``common``: compare only the layers both runs
-    recorded (the report lists the others)."""
+    recorded (the report lists the others); ``second_terms``: the second run's own fan-ins
+    and gains, where they differ from the first's (:func:`layer_checks`)."""
     left_out: list[str] = []
     if common:
         first, second, left_out = _common(first, second)
-    checks = layer_checks(first, second, fan_ins, unit_roundoff, stop=not keep_going, gains=gains)
+    checks = layer_checks(first, second, fan_ins, unit_roundoff, stop=not keep_going, gains=gains,
+                          second_terms=second_terms)
     report = Report(checks, None, fan_ins_recorded=bool(fan_ins) and all(name in fan_ins for name in first),
                     left_out=left_out)
     diverged = [check for check in checks if check.diverges]
@@ -611,9 +624,15 @@ def _agree_or_refuse(label: str, a: Mapping, b: Mapping, names: tuple[str, str],
 
 
 def compare_files(first: str | Path, second: str | Path, keep_going: bool = False, common: bool = False) -> Report:
-    """:func:`find_divergence` on two saved runs. Where a file holds a layer's fan-in, kind
-    or gain, the other must hold the same or nothing (else it is refused, naming the
-    layer); each is taken from whichever file holds it."""
+    """:func:`find_divergence` on two saved runs, each run's error from its own fan-ins and
+    gains. Where both files describe a layer, they must agree on its kind, and on its fan-in
+    except at a normalisation (whose terms are measured on each run's input, and whose
+    variance formula is the framework's own), a pool or a softmax; a disagreement is
+    refused, naming the layer.
+    A description one file lacks is taken from the other. A pool's or a softmax's fan-in
+    may differ too (a max pool sums nothing, an average pool its window; a softmax sums
+    its axis): each run is held to its own, and the report says so, since another pooling
+    or axis is itself a likely cause."""
     a, b = load_activations(first), load_activations(second)
     names = (str(first), str(second))
     outputs_a, outputs_b = a.outputs, b.outputs
@@ -621,16 +640,19 @@ def compare_files(first: str | Path, second: str | Path, keep_going: bool = Fals
         outputs_a, outputs_b, _ = _common(outputs_a, outputs_b)
     else:
         check_alignment(outputs_a, outputs_b, names)
-    for label, x, y in (("fan-in", a.fan_ins, b.fan_ins), ("kind", a.kinds, b.kinds)):
-        _agree_or_refuse(label, x, y, names, outputs_a)
-    for layer in outputs_a:
-        if layer in a.gains and layer in b.gains and not np.isclose(a.gains[layer], b.gains[layer], rtol=0.5):
-            raise DivergenceInputError(f"the two files disagree on layer {layer!r}'s gain: {a.gains[layer]:.4g} "
-                                       f"in {names[0]}, {b.gains[layer]:.4g} in {names[1]}")
-    fan_ins, kinds = {**b.fan_ins, **a.fan_ins}, {**b.kinds, **a.kinds}
-    gains = {layer: max(a.gains.get(layer, 1.0), b.gains.get(layer, 1.0)) for layer in {*a.gains, *b.gains}}
-    return find_divergence(a.outputs, b.outputs, fan_ins, kinds=kinds, gains=gains, keep_going=keep_going,
-                           common=common)
+    _agree_or_refuse("kind", a.kinds, b.kinds, names, outputs_a)
+    kinds = {**b.kinds, **a.kinds}
+    structural = [layer for layer in outputs_a if kinds.get(layer) not in MEASURED]
+    _agree_or_refuse("fan-in", a.fan_ins, b.fan_ins, names, structural)
+    notes = [f"{layer!r} ({kinds[layer]}): fan-in {a.fan_ins[layer]} in the first run, {b.fan_ins[layer]} in the "
+             "second, each run held to its own" for layer in outputs_a
+             if kinds.get(layer) in MEASURED and layer in a.fan_ins and layer in b.fan_ins
+             and a.fan_ins[layer] != b.fan_ins[layer] and kinds[layer] != "norm"]
+    fan_ins_a, fan_ins_b = {**b.fan_ins, **a.fan_ins}, {**a.fan_ins, **b.fan_ins}
+    report = find_divergence(a.outputs, b.outputs, fan_ins_a, kinds=kinds, gains=a.gains, keep_going=keep_going,
+                             common=common, second_terms=(fan_ins_b, b.gains))
+    report.notes.extend(notes)
+    return report
 
 
 def main(argv: Iterable[str] | None = None) -> int:

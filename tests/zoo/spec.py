@@ -41,11 +41,16 @@ The models (PyTorch's definitions; every port computes the same):
               MultiheadAttention(16, 2, batch_first=True), query = key = value = x,
               key_padding_mask=pad (its attended values) -> (x + attn) -> norm1
               LayerNorm(16) -> ff1 Linear(16, 32) -> relu ReLU() -> ff2 Linear(32, 16) ->
-              (norm1 + ff2) -> norm2 LayerNorm(16).
+              (norm1 + ff2) -> norm2 LayerNorm(16). Its projections' biases are random (PyTorch
+              starts them at zero, where a dropped bias would change nothing).
 ``decoder``   z (N, 8) -> fc Linear(8, 256) -> unflatten (N, 16, 4, 4) -> relu0 ReLU() ->
               up1 ConvTranspose2d(16, 8, 4, stride=2, padding=1) (4 -> 8) -> act1
               LeakyReLU(0.01) -> up2 ConvTranspose2d(8, 3, 3, padding=1) (8 -> 8) ->
               sigmoid Sigmoid().
+
+A trap that changes a feature map's size (``conv_no_padding``, ``max_pool_floor``) leaves the
+layers after it unable to run in a framework that checks the next layer's input size: such a
+port records up to the layer that can still run, which is after the trap's layer.
 
 Traps (:data:`TRAPS`): each a mistake from the translation tables, planted in the ports it
 names (never in the source), on one probe; ``layer``: the first recorded layer whose
@@ -143,7 +148,9 @@ TRAPS = {
     "ln_eps_1e-3": _trap("mlp", "normal", "norm_in", "normalisation", PORTS,
                          "layer norm's epsilon left at 1e-3 (Keras's default) for PyTorch's 1e-5"),
     "square_kernel_not_transposed": _trap("mlp", "normal", "fc2", "order", PORTS,
-                                          "the square dense layer's kernel moved without its transpose"),
+                                          "the square dense layer's kernel moved in the wrong orientation (Keras and Flax: without "
+                                          "the transpose they need; Gluon and Chainer, which keep PyTorch's (out, in): "
+                                          "with one they do not)"),
     "dense_bias_dropped": _trap("mlp", "normal", "fc1", "bias", PORTS, "fc1's bias left at zero"),
     "gelu_tanh": _trap("mlp", "normal", "gelu", "activation", ("tensorflow", "mxnet"),
                        "GELU's tanh approximation for the exact (erf) form"),
@@ -201,12 +208,15 @@ TRAPS = {
     "qk_projections_swapped": _trap("attention", "normal", "attn", "attention", ("tensorflow", "jax"),
                                     "the packed in_proj_weight's query and key blocks swapped"),
     "attention_ln_eps": _trap("attention", "normal", "norm1", "normalisation", ("tensorflow", "jax"),
-                              "norm1's epsilon left at the framework's default (1e-3 Keras, 1e-6 Flax)"),
+                              "norm1's epsilon left at Keras's default, 1e-3, for PyTorch's 1e-5 (Flax's own "
+                              "default, 1e-6, differs from 1e-5 by less than float32 resolves on this probe)"),
     "attention_out_bias_dropped": _trap("attention", "normal", "attn", "bias", ("tensorflow", "jax"),
                                         "the output projection's bias left at zero"),
     # decoder
-    "unflatten_order": _trap("decoder", "normal", "fc", "order", ("tensorflow", "jax"),
-                             "fc's weights not permuted for the channels-last unflatten"),
+    "unflatten_order": _trap("decoder", "normal", "relu0", "order", ("tensorflow", "jax"),
+                             "fc's weights not permuted for the channels-last unflatten: fc's own output is "
+                             "PyTorch's, the feature map it is unflattened into holds its values elsewhere",
+                             layer_in={"jax": "up1"}),
     "conv_transpose_kernel_flipped": _trap("decoder", "normal", "up1", "order", PORTS,
                                            "up1's kernel flipped in height and width"),
     "conv_transpose_no_padding": _trap("decoder", "normal", "up2", "padding", ("mxnet", "chainer"),
@@ -214,6 +224,6 @@ TRAPS = {
     "hard_sigmoid": _trap("decoder", "normal", "sigmoid", "activation", ("tensorflow", "mxnet"),
                           "a hard sigmoid for the sigmoid"),
     "leaky_relu_default_slope": _trap("decoder", "normal", "act1", "activation", ("tensorflow", "mxnet"),
-                                      "LeakyReLU with the framework's default slope (Keras 0.3) or 0.2, "
-                                      "for PyTorch's 0.01"),
+                                      "LeakyReLU with the framework's default slope (Keras 0.3, "
+                                      "MXNet's LeakyReLU operator 0.25) for PyTorch's 0.01"),
 }

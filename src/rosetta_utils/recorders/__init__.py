@@ -83,13 +83,18 @@ class Recording:
         """Save it for ``python -m rosetta_utils.divergence`` (a numpy ``.npz``)."""
         return save_activations(path, self.outputs, self.fan_ins, self.kinds, self.gains)
 
+    def as_data(self) -> dict:
+        """The recording as plain data (strings, numbers, numpy arrays): what it holds."""
+        return {"framework": self.framework, "outputs": dict(self.outputs), "kinds": dict(self.kinds),
+                "fan_ins": dict(self.fan_ins), "gains": dict(self.gains), "notes": list(self.notes)}
+
     def summary(self) -> str:
         """One line a layer: name, kind, shape, fan-in, gain."""
         lines = [f"{self.framework}: {len(self)} layers recorded"]
         for name, array in self.outputs.items():
             gain = self.gains.get(name, 1.0)
             lines.append(f"  {name:<28} {self.kinds[name]:<10} {str(tuple(array.shape)):<20} "
-                         f"fan-in {self.fan_ins[name]}" + (f", gain {gain:.3g}" if gain != 1.0 else ""))
+                         f"fan-in {self.fan_ins[name]}" + (f", gain {gain:.3g}" if gain >= 1.005 else ""))
         lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -108,8 +113,11 @@ def conv_fan_in(in_channels: int, groups: int, kernel: Sequence[int], bias: bool
 
 
 def recurrent_fan_in(input_size: int, hidden_size: int, steps: int, directions: int = 1) -> int:
-    """A recurrent layer: each step sums the input's and the state's products, and the
-    last state carries every step's rounding (the gates' few operations counted too)."""
+    """One recurrent layer: each step sums the input's and the state's products, and the
+    last state carries every step's rounding (the gates' few operations counted too). The
+    ``directions`` of a bidirectional layer take the same sums each, so they change nothing;
+    stacked layers add theirs
+    (the recorders sum this over the layers, each with its own input size)."""
     return int(steps) * (int(input_size) + int(hidden_size) + 8)
 
 
@@ -165,7 +173,6 @@ def norm_terms(x: np.ndarray, y: np.ndarray, axes: Sequence[int], scale: np.ndar
     scale = np.abs(np.asarray(scale, dtype=np.float64))
     if axes:
         count = int(np.prod([x.shape[a] for a in axes]))
-        mean = x.mean(axis=axes, keepdims=True)
         variance = x.var(axis=axes, keepdims=True)
         sigma = np.sqrt(np.maximum(variance, np.finfo(np.float32).tiny))
         gain = float(np.max(np.abs(x) * scale / sigma)) / big_y
@@ -176,9 +183,9 @@ def norm_terms(x: np.ndarray, y: np.ndarray, axes: Sequence[int], scale: np.ndar
         else:
             raise RecordingError(f"statistics {statistics!r}: 'two-pass' or 'fast'")
         gain = max(1.0, gain)
-        return int(math.ceil(gain * (count + 4) + condition * count)), gain
+        return int(math.ceil(gain * (count + 4) + condition * count - 1e-6)), gain
     gain = max(1.0, float(np.max(np.abs(x) * scale)) / big_y)
-    return int(math.ceil(4 * gain)), gain
+    return int(math.ceil(4 * gain - 1e-6)), gain
 
 
 # --- layouts ----------------------------------------------------------------------------
@@ -225,12 +232,17 @@ class Collector:
     def add_inputs(self, inputs: Sequence[object]) -> None:
         """The model's inputs, first in the recording: an image batch (4 or 5 axes) is a
         feature map."""
-        for index, array in enumerate(inputs):
+        for index, array in enumerate(item for item in inputs if item is not None):
             values = self.to_numpy(array)
             spatial = values.ndim >= 4
             self._mark(array, spatial)
             name = "input" if index == 0 else f"input.{index}"
             self._store(name, name, "input", values, 0, 1.0, spatial)
+
+    def keeps(self, path: str) -> bool:
+        """Whether :meth:`add` keeps ``path`` (what ``names`` keeps): a recorder may skip the
+        work of measuring a layer it does not keep."""
+        return self.names is None or path in self.names
 
     def add(self, path: str, kind: str, output: object, fan_in: int, *, gain: float = 1.0,
             source: object = None, spatial: bool | None = None, flatten: bool = False) -> None:
