@@ -303,3 +303,18 @@ def test_a_shape_that_changes_at_a_pool_is_a_divergence_named_by_its_rounding():
     report = find_divergence(ceil, floor, {"conv": 27, "pool": 1}, kinds={"conv": "conv", "pool": "pool"})
     assert report.first.name == "pool" and report.causes[0].name == "pooling"
     assert "shape (2, 4, 8, 8) in the first run, (2, 4, 7, 7) in the second" in "\n".join(report.lines())
+
+
+@pytest.mark.legacy
+def test_an_mxnet_ndarray_and_a_chainer_variable_are_saved_as_their_numbers(tmp_path):
+    np.bool = bool  # MXNet 1.9 reads numpy's old alias
+    mx = pytest.importorskip("mxnet")
+    from rosetta_utils.frameworks import _use_stdlib_distutils
+
+    _use_stdlib_distutils()
+    chainer = pytest.importorskip("chainer")
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    path = save_activations(tmp_path / "legacy.npz", {"gluon": mx.nd.array(values),
+                                                      "chainer": chainer.Variable(values * 2)})
+    run = load_activations(path)
+    assert np.array_equal(run.outputs["gluon"], values) and np.array_equal(run.outputs["chainer"], values * 2)

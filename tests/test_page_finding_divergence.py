@@ -76,18 +76,20 @@ def test_every_part_recorded_the_same_arrays_in_the_same_order(runs):
     assert resnet[-1] == "conv1.weight.grad" and not any("running_" in name for name in resnet)
 
 
-@pytest.mark.parametrize("layer, share", [("conv3", 1e-4), ("conv3.output.grad", 1e-2)])
+@pytest.mark.parametrize("layer, share", [("conv3", 3e-4), ("conv3.output.grad", 3e-2)])
 def test_an_array_off_by_more_than_its_bound_in_one_framework_stops_the_page(runs, layer, share):
-    """conv3's outputs moved by 1e-4 of their largest value, or its output's gradient by 1e-2
-    on every probe (after the whole forward pass and conv4's gradient, its bound is wider),
-    in a framework the command's cell does not read (neither the first nor the last): above
-    float32's bound there, so every pair with that framework diverges at that array."""
+    """conv3's outputs scaled by 1 + 3e-4, or its output's gradient by 1 + 3e-2, on every
+    probe (after the whole forward pass and conv4's gradient, its bound is wider), in a
+    framework the command's cell does not read (neither the first nor the last): above
+    float32's bound there (twice one run's error, and an ulp), so every pair with that
+    framework diverges at that array. A scale keeps every ReLU's sign and every pool's
+    choice, so no probe leaves the comparison for a decision taken otherwise."""
     if len(AVAILABLE) < 3:
         pytest.skip("needs a framework between the first and the last")
     framework = AVAILABLE[1]
     captured = {name: dict(arrays) for name, arrays in runs[framework]["captured"].items()}
     array = captured["cifar10"][layer]
-    captured["cifar10"][layer] = array + np.float32(share * np.abs(array).max())
+    captured["cifar10"][layer] = array * np.float32(1 + share)
     message = assert_a_failed_proof_stops_the_page(PAGE, runs, framework, {"captured": captured},
                                                    rf"DIFFERS \(at {re.escape(layer)}\)", failing="cifar10: ")
     assert "no divergence between correct ports" in message

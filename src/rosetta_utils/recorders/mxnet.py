@@ -322,7 +322,7 @@ class _Recorder:
             if keep:
                 self.collector.note(f"{path}: a SymbolBlock runs as one graph, recorded as one layer")
             return "other", per_example, 1.0, None, False
-        if block.collect_params():
+        if list(block.collect_params().keys()):
             if keep:
                 self.collector.note(f"{path}: {type(block).__name__} is not a layer the recorder knows; "
                                     "its fan-in is taken as its input's size per example")
