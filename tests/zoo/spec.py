@@ -148,8 +148,9 @@ TRAPS = {
     "ln_eps_1e-3": _trap("mlp", "normal", "norm_in", "normalisation", PORTS,
                          "layer norm's epsilon left at 1e-3 (Keras's default) for PyTorch's 1e-5"),
     "square_kernel_not_transposed": _trap("mlp", "normal", "fc2", "order", PORTS,
-                                          "the square dense layer's kernel moved in the wrong orientation (Keras and Flax: without "
-                                          "the transpose they need; Gluon and Chainer, which keep PyTorch's (out, in): "
+                                          "the square dense layer's kernel moved in the wrong orientation (Keras and "
+                                          "Flax: without the transpose they need; Gluon and Chainer, which keep "
+                                          "PyTorch's (out, in): "
                                           "with one they do not)"),
     "dense_bias_dropped": _trap("mlp", "normal", "fc1", "bias", PORTS, "fc1's bias left at zero"),
     "gelu_tanh": _trap("mlp", "normal", "gelu", "activation", ("tensorflow", "mxnet"),

@@ -1,5 +1,5 @@
 """The zoo in JAX with Flax NNX: every model of :mod:`spec` as an ``nnx.Module``, its
-parameters set by hand from PyTorch's ``state_dict`` (``param.value = ...``), computing
+parameters set by hand from PyTorch's ``state_dict`` (``param[...] = ...``), computing
 channels last, and recorded by ``rosetta_utils.recorders.jax``.
 
 Flax has modules for the zoo's weighted layers (``nnx.Linear``, ``nnx.Conv``,
@@ -152,8 +152,8 @@ class Decoder(nnx.Module):
 
 def set_linear(layer, w, name, transpose=True, bias=True):
     kernel = w[f"{name}.weight"]
-    layer.kernel.value = jnp.asarray(kernel.T if transpose else kernel)
-    layer.bias.value = jnp.asarray(w[f"{name}.bias"] if bias else np.zeros_like(w[f"{name}.bias"]))
+    layer.kernel[...] = jnp.asarray(kernel.T if transpose else kernel)
+    layer.bias[...] = jnp.asarray(w[f"{name}.bias"] if bias else np.zeros_like(w[f"{name}.bias"]))
 
 
 def set_conv(layer, w, name, bias=True, out_order=None):
@@ -163,17 +163,17 @@ def set_conv(layer, w, name, bias=True, out_order=None):
     b = w[f"{name}.bias"] if bias else np.zeros_like(w[f"{name}.bias"])
     if out_order is not None:
         kernel, b = kernel[..., out_order], b[out_order]
-    layer.kernel.value = jnp.asarray(kernel)
-    layer.bias.value = jnp.asarray(b)
+    layer.kernel[...] = jnp.asarray(kernel)
+    layer.bias[...] = jnp.asarray(b)
 
 
 def set_norm(layer, w, name, running=True, moved=True):
-    layer.scale.value = jnp.asarray(w[f"{name}.weight"])
-    layer.bias.value = jnp.asarray(w[f"{name}.bias"])
+    layer.scale[...] = jnp.asarray(w[f"{name}.weight"])
+    layer.bias[...] = jnp.asarray(w[f"{name}.bias"])
     if running:
         mean, var = w[f"{name}.running_mean"], w[f"{name}.running_var"]
-        layer.mean.value = jnp.asarray(mean if moved else np.zeros_like(mean))
-        layer.var.value = jnp.asarray(var if moved else np.ones_like(var))
+        layer.mean[...] = jnp.asarray(mean if moved else np.zeros_like(mean))
+        layer.var[...] = jnp.asarray(var if moved else np.ones_like(var))
 
 
 def blocks(array, count):
@@ -197,15 +197,15 @@ def cnn(w, trap):
     set_norm(net.bn1, w, "bn1", moved=trap != "bn_running_mean_not_moved")
     set_conv(net.conv2, w, "conv2")
     if net.fc is not None:  # fc's inputs follow PyTorch's flatten (c, h, w); Flax flattens (h, w, c)
-        net.fc.kernel.value = jnp.asarray(w["fc.weight"].reshape(10, 16, 4, 4).transpose(2, 3, 1, 0).reshape(256, 10))
-        net.fc.bias.value = jnp.asarray(w["fc.bias"])
+        net.fc.kernel[...] = jnp.asarray(w["fc.weight"].reshape(10, 16, 4, 4).transpose(2, 3, 1, 0).reshape(256, 10))
+        net.fc.bias[...] = jnp.asarray(w["fc.bias"])
     return net
 
 
 def separable(w, trap):
     net = Separable()
-    net.dw.kernel.value = jnp.asarray(w["dw.weight"].transpose(2, 3, 1, 0))  # (8, 1, 3, 3) -> (3, 3, 1, 8)
-    net.dw.bias.value = jnp.asarray(w["dw.bias"])
+    net.dw.kernel[...] = jnp.asarray(w["dw.weight"].transpose(2, 3, 1, 0))  # (8, 1, 3, 3) -> (3, 3, 1, 8)
+    net.dw.bias[...] = jnp.asarray(w["dw.bias"])
     set_conv(net.pw, w, "pw")
     set_norm(net.bn, w, "bn")
     set_linear(net.fc, w, "fc")
@@ -215,10 +215,10 @@ def separable(w, trap):
 def textconv(w, trap):
     net = TextConv()
     table = w["embed.weight"]
-    net.embed.embedding.value = jnp.asarray(np.roll(table, -1, axis=0) if trap == "embedding_rows_shifted" else table)
+    net.embed.embedding[...] = jnp.asarray(np.roll(table, -1, axis=0) if trap == "embedding_rows_shifted" else table)
     set_conv(net.conv, w, "conv", bias=trap != "conv1d_bias_dropped")
     if trap == "conv1d_kernel_flipped":
-        net.conv.kernel.value = net.conv.kernel.value[::-1]
+        net.conv.kernel[...] = net.conv.kernel[...][::-1]
     set_linear(net.fc, w, "fc")
     return net
 
@@ -227,16 +227,16 @@ def lstm(w, trap):
     """PyTorch's stacked i, f, g, o blocks as the cell's eight Linears; the two biases summed
     into the hidden side's (Flax's input side has none)."""
     net = LSTMTagger()
-    net.embed.embedding.value = jnp.asarray(w["embed.weight"])
+    net.embed.embedding[...] = jnp.asarray(w["embed.weight"])
     order = (1, 0, 2, 3) if trap == "lstm_gate_order" else (0, 1, 2, 3)
     w_ih, w_hh = blocks(w["lstm.weight_ih_l0"], 4), blocks(w["lstm.weight_hh_l0"], 4)
     bias = blocks(w["lstm.bias_ih_l0"] + w["lstm.bias_hh_l0"], 4)
     cell = net.lstm.cell
     for gate, (inner, hidden) in zip(order, [(cell.ii, cell.hi), (cell.if_, cell.hf), (cell.ig, cell.hg),
                                              (cell.io, cell.ho)]):
-        inner.kernel.value = jnp.asarray(w_ih[gate].T)
-        hidden.kernel.value = jnp.asarray(w_hh[gate].T)
-        hidden.bias.value = jnp.asarray(bias[gate] + (1.0 if trap == "lstm_forget_bias" and hidden is cell.hf else 0))
+        inner.kernel[...] = jnp.asarray(w_ih[gate].T)
+        hidden.kernel[...] = jnp.asarray(w_hh[gate].T)
+        hidden.bias[...] = jnp.asarray(bias[gate] + (1.0 if trap == "lstm_forget_bias" and hidden is cell.hf else 0))
     set_linear(net.fc, w, "fc")
     return net
 
@@ -246,10 +246,10 @@ def set_gru(cell, w, suffix, order):
     and z's recurrent biases join the input side's, and n's must be zero (spec.py)."""
     w_ih, w_hh = blocks(w[f"gru.weight_ih_l0{suffix}"], 3), blocks(w[f"gru.weight_hh_l0{suffix}"], 3)
     b_ih, b_hh = blocks(w[f"gru.bias_ih_l0{suffix}"], 3), blocks(w[f"gru.bias_hh_l0{suffix}"], 3)
-    cell.dense_i.kernel.value = jnp.asarray(np.concatenate([w_ih[i] for i in order]).T)
-    cell.dense_h.kernel.value = jnp.asarray(np.concatenate([w_hh[i] for i in order]).T)
-    cell.dense_i.bias.value = jnp.asarray(np.concatenate([b_ih[order[0]] + b_hh[order[0]],
-                                                          b_ih[order[1]] + b_hh[order[1]], b_ih[order[2]]]))
+    cell.dense_i.kernel[...] = jnp.asarray(np.concatenate([w_ih[i] for i in order]).T)
+    cell.dense_h.kernel[...] = jnp.asarray(np.concatenate([w_hh[i] for i in order]).T)
+    cell.dense_i.bias[...] = jnp.asarray(np.concatenate([b_ih[order[0]] + b_hh[order[0]],
+                                                         b_ih[order[1]] + b_hh[order[1]], b_ih[order[2]]]))
 
 
 def bigru(w, trap):
@@ -269,11 +269,11 @@ def attention(w, trap):
     if trap == "qk_projections_swapped":
         q, k, bq, bk = k, q, bk, bq
     for layer, kernel, bias in ((net.attn.query, q, bq), (net.attn.key, k, bk), (net.attn.value, v, bv)):
-        layer.kernel.value = jnp.asarray(kernel.T.reshape(16, 2, 8))  # (in, heads, head size)
-        layer.bias.value = jnp.asarray(bias.reshape(2, 8))
-    net.attn.out.kernel.value = jnp.asarray(w["attn.out_proj.weight"].T.reshape(2, 8, 16))
+        layer.kernel[...] = jnp.asarray(kernel.T.reshape(16, 2, 8))  # (in, heads, head size)
+        layer.bias[...] = jnp.asarray(bias.reshape(2, 8))
+    net.attn.out.kernel[...] = jnp.asarray(w["attn.out_proj.weight"].T.reshape(2, 8, 16))
     out_bias = w["attn.out_proj.bias"]
-    net.attn.out.bias.value = jnp.asarray(np.zeros_like(out_bias) if trap == "attention_out_bias_dropped" else out_bias)
+    net.attn.out.bias[...] = jnp.asarray(np.zeros_like(out_bias) if trap == "attention_out_bias_dropped" else out_bias)
     set_norm(net.norm1, w, "norm1", running=False)
     set_linear(net.ff1, w, "ff1")
     set_linear(net.ff2, w, "ff2")
@@ -289,13 +289,17 @@ def decoder(w, trap):
         kernel = w[f"{name}.weight"].transpose(2, 3, 0, 1)
         if not (name == "up1" and trap == "conv_transpose_kernel_flipped"):
             kernel = kernel[::-1, ::-1]
-        layer.kernel.value = jnp.asarray(np.ascontiguousarray(kernel))
-        layer.bias.value = jnp.asarray(w[f"{name}.bias"])
+        layer.kernel[...] = jnp.asarray(np.ascontiguousarray(kernel))
+        layer.bias[...] = jnp.asarray(w[f"{name}.bias"])
     return net
 
 
 BUILDERS = {"mlp": mlp, "cnn": cnn, "separable": separable, "textconv": textconv, "lstm": lstm, "bigru": bigru,
             "attention": attention, "decoder": decoder}
+
+#: Each model's correct port, built with Flax's own initialisation (``nnx.Rngs(0)``).
+MODELS = {"mlp": MLP, "cnn": CNN, "separable": Separable, "textconv": TextConv, "lstm": LSTMTagger, "bigru": BiGRU,
+          "attention": Attention, "decoder": Decoder}
 
 
 def port_inputs(model: str, inputs: tuple, trap: str | None) -> tuple:
@@ -305,8 +309,29 @@ def port_inputs(model: str, inputs: tuple, trap: str | None) -> tuple:
     return tuple(jnp.asarray(x.transpose(0, 2, 3, 1) if x.ndim == 4 else x) for x in inputs)
 
 
+def framework_inputs(model: str, inputs: tuple) -> tuple:
+    """The spec's arrays as the correct port reads them (images channels last)."""
+    return port_inputs(model, inputs, None)
+
+
+def names_of(model: str) -> dict[str, str]:
+    """The recorder's names: the spec's layers that are modules in Flax."""
+    return {name: name for name in spec.MODELS[model]["layers"]
+            if not name.startswith("input") and name not in ABSENT[model]}
+
+
+def port(model: str, weights: dict[str, np.ndarray] | None = None) -> tuple[nnx.Module, dict[str, str]]:
+    """The correct port, in inference mode, loaded with ``weights`` (PyTorch's ``state_dict``
+    names) if given, else at Flax's own initialisation; and the recorder's names."""
+    net = BUILDERS[model](weights, None) if weights is not None else MODELS[model]()
+    net.eval()
+    return net, names_of(model)
+
+
 def build(model: str, weights: dict[str, np.ndarray], trap: str | None = None) -> nnx.Module:
-    if trap is not None and (spec.TRAPS[trap]["model"] != model or "jax" not in spec.TRAPS[trap]["frameworks"]):
+    if trap is None:
+        return port(model, weights)[0]
+    if spec.TRAPS[trap]["model"] != model or "jax" not in spec.TRAPS[trap]["frameworks"]:
         raise ValueError(f"{trap}: not a Flax trap of {model}")
     net = BUILDERS[model](weights, trap)
     net.eval()
@@ -323,9 +348,10 @@ def run(model: str, weights: dict[str, np.ndarray], inputs: tuple, trap: str | N
     """Build the port (with ``trap`` planted), and record it on ``inputs`` (the spec's arrays)."""
     from rosetta_utils.recorders.jax import record
 
-    net = build(model, weights, trap)
-    names = {name: name for name in spec.MODELS[model]["layers"]
-             if not name.startswith("input") and name not in ABSENT[model]}
+    if trap is None:
+        net, names = port(model, weights)
+        return record(net, framework_inputs(model, inputs), names=names, path=path)
+    net, names = build(model, weights, trap), names_of(model)
     if trap == "conv_no_padding":
         del names["fc"]  # the model ends at its flatten (spec.py: a trap that changes a feature map's size)
     return record(net, port_inputs(model, inputs, trap), names=names, path=path)

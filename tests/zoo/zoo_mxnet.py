@@ -263,17 +263,43 @@ def forward(model: str, weights: dict[str, np.ndarray], inputs: tuple, trap: str
         return net(*pipeline(model, inputs, trap)).asnumpy()
 
 
+def _names(model: str, trap: str | None = None) -> dict[str, str]:
+    """The recorder's names: the spec's layers that this port records (all but ``fc`` where a trap
+    leaves it unreachable)."""
+    layers = [name for name in spec.MODELS[model]["layers"] if not name.startswith("input")]
+    if trap in FC_UNREACHABLE:
+        layers.remove("fc")
+    return {name: name for name in layers if name not in ABSENT[model]}
+
+
+def port(model: str, weights: dict[str, np.ndarray] | None = None) -> tuple[nn.HybridBlock, dict[str, str]]:
+    """The correct Gluon port (hybridized where :data:`HYBRIDIZED` says), loaded with PyTorch's
+    ``state_dict`` arrays if given, else at Gluon's own random initialisation; and the recorder's
+    names."""
+    net = BUILDERS[model]()
+    net.initialize()
+    if weights is not None:
+        load(net, weights)
+    if model in HYBRIDIZED:
+        net.hybridize()
+    return net, _names(model)
+
+
+def framework_inputs(model: str, inputs: tuple) -> tuple:
+    """The spec's arrays as the correct port takes them (NDArrays, float32)."""
+    return pipeline(model, inputs)
+
+
 def run(model: str, weights: dict[str, np.ndarray], inputs: tuple, trap: str | None = None, path=None):
     """Build the Gluon port (with ``trap`` planted) and record it on ``inputs``."""
     from rosetta_utils.recorders.mxnet import record
 
     if trap is not None and "mxnet" not in spec.TRAPS[trap]["frameworks"]:
         raise ValueError(f"{trap}: not a trap of the MXNet port")
-    net = build(model, weights, trap)
-    layers = [name for name in spec.MODELS[model]["layers"] if not name.startswith("input")]
-    if trap in FC_UNREACHABLE:
-        layers.remove("fc")
-    names = {name: name for name in layers if name not in ABSENT[model]}
+    if trap is None:
+        (net, names), arrays = port(model, weights), framework_inputs(model, inputs)
+    else:
+        net, names, arrays = build(model, weights, trap), _names(model, trap), pipeline(model, inputs, trap)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Parameter .* is not used by any computation")  # fc, where unreachable
-        return record(net, pipeline(model, inputs, trap), names=names, path=path)
+        return record(net, arrays, names=names, path=path)

@@ -1,5 +1,7 @@
 """The zoo in PyTorch, the source: every model of :mod:`spec`, seeded, its ``state_dict``
-saved as numpy arrays for the ports, and recorded by ``rosetta_utils.recorders.pytorch``."""
+saved as numpy arrays for the ports, and recorded by ``rosetta_utils.recorders.pytorch``.
+``port(model, weights)`` is the model loaded with them (at PyTorch's own initialisation without),
+``framework_inputs`` the spec's arrays as it takes them (as they are)."""
 
 from __future__ import annotations
 
@@ -180,6 +182,18 @@ def load(model: str, weights: dict[str, np.ndarray]) -> nn.Module:
     return net
 
 
+def port(model: str, weights: dict[str, np.ndarray] | None = None) -> tuple[nn.Module, dict[str, str]]:
+    """The model loaded with ``weights`` (its ``state_dict`` names), or at PyTorch's own
+    random initialisation without; and the recorder's ``names`` for it (the spec's)."""
+    net = load(model, weights) if weights is not None else BUILDERS[model]().eval()
+    return net, {name: name for name in spec.MODELS[model]["layers"] if not name.startswith("input")}
+
+
+def framework_inputs(model: str, inputs: tuple) -> tuple:
+    """The spec's arrays as the model takes them: PyTorch's layout is the spec's."""
+    return tuple(inputs)
+
+
 def forward(model: str, weights: dict[str, np.ndarray], inputs: tuple) -> np.ndarray:
     """The model's final output (no recorder): what the ports are checked against."""
     net = load(model, weights)
@@ -193,6 +207,5 @@ def run(model: str, weights: dict[str, np.ndarray], inputs: tuple, trap: str | N
 
     if trap is not None:
         raise ValueError(f"{trap}: the source plants no trap")
-    net = load(model, weights)
-    names = {name: name for name in spec.MODELS[model]["layers"] if not name.startswith("input")}
-    return record(net, tuple(inputs), names=names, path=path)
+    net, names = port(model, weights)
+    return record(net, framework_inputs(model, inputs), names=names, path=path)

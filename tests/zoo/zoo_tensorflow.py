@@ -4,7 +4,9 @@ mlp, separable, bigru, decoder; functional: cnn, textconv; subclassed: lstm, att
 computing channels last, and recorded by ``rosetta_utils.recorders.tensorflow``.
 
 Every layer has the canonical name as its ``name`` (and, in the subclassed models, as its
-attribute too), so the recorder's paths are the spec's names."""
+attribute too), so the recorder's paths are the spec's names. ``port(model, weights)`` is the
+correct port (at Keras's own initialisation without ``weights``), ``framework_inputs`` the
+spec's arrays as it takes them: what ``run`` records, and what ``move.py`` moves weights into."""
 
 from __future__ import annotations
 
@@ -74,11 +76,12 @@ def mlp(w, trap):
         layers.Dense(5, name="head"),
         layers.Softmax(axis=0 if trap == "softmax_wrong_axis" else -1, name="softmax"),
     ], name="mlp")
-    model.get_layer("norm_in").set_weights(layer_norm(w, "norm_in"))
-    model.get_layer("fc1").set_weights(dense(w, "fc1", bias=trap != "dense_bias_dropped"))
-    model.get_layer("fc2").set_weights(dense(w, "fc2", transpose=trap != "square_kernel_not_transposed"))
-    model.get_layer("norm").set_weights(layer_norm(w, "norm"))
-    model.get_layer("head").set_weights(dense(w, "head"))
+    if w is not None:  # else Keras's own initialisation
+        model.get_layer("norm_in").set_weights(layer_norm(w, "norm_in"))
+        model.get_layer("fc1").set_weights(dense(w, "fc1", bias=trap != "dense_bias_dropped"))
+        model.get_layer("fc2").set_weights(dense(w, "fc2", transpose=trap != "square_kernel_not_transposed"))
+        model.get_layer("norm").set_weights(layer_norm(w, "norm"))
+        model.get_layer("head").set_weights(dense(w, "head"))
     return model
 
 
@@ -98,14 +101,15 @@ def cnn(w, trap):
     features = layers.Flatten(name="flatten")(x)
     fits = x.shape[1] == 4  # a trap that shrank the map leaves fc's 256-row kernel nothing to load into
     model = keras.Model(pixels, layers.Dense(10, name="fc")(features) if fits else features, name="cnn")
-    kernel, bias = conv(w, "conv1")
-    if trap == "conv_out_channels_permuted":
-        kernel, bias = kernel[..., ::-1], bias[::-1]
-    model.get_layer("conv1").set_weights([kernel, bias])
-    model.get_layer("bn1").set_weights(batch_norm(w, "bn1", moved=trap != "bn_running_mean_not_moved"))
-    model.get_layer("conv2").set_weights(conv(w, "conv2"))
-    if fits:
-        model.get_layer("fc").set_weights([flatten_rows(w["fc.weight"].T, 16, 4, 4), w["fc.bias"]])
+    if w is not None:  # else Keras's own initialisation
+        kernel, bias = conv(w, "conv1")
+        if trap == "conv_out_channels_permuted":
+            kernel, bias = kernel[..., ::-1], bias[::-1]
+        model.get_layer("conv1").set_weights([kernel, bias])
+        model.get_layer("bn1").set_weights(batch_norm(w, "bn1", moved=trap != "bn_running_mean_not_moved"))
+        model.get_layer("conv2").set_weights(conv(w, "conv2"))
+        if fits:
+            model.get_layer("fc").set_weights([flatten_rows(w["fc.weight"].T, 16, 4, 4), w["fc.bias"]])
     return model
 
 
@@ -121,11 +125,12 @@ def separable(w, trap):
         layers.Flatten(name="flatten"),
         layers.Dense(4, name="fc"),
     ], name="separable")
-    depthwise = w["dw.weight"].transpose(2, 3, 0, 1)  # (8, 1, 3, 3) -> (3, 3, 8, 1): a multiplier of 1
-    model.get_layer("dw").set_weights([depthwise, w["dw.bias"]])
-    model.get_layer("pw").set_weights(conv(w, "pw", bias=trap != "pointwise_bias_dropped"))
-    model.get_layer("bn").set_weights(batch_norm(w, "bn"))
-    model.get_layer("fc").set_weights(dense(w, "fc"))
+    if w is not None:  # else Keras's own initialisation
+        depthwise = w["dw.weight"].transpose(2, 3, 0, 1)  # (8, 1, 3, 3) -> (3, 3, 8, 1): a multiplier of 1
+        model.get_layer("dw").set_weights([depthwise, w["dw.bias"]])
+        model.get_layer("pw").set_weights(conv(w, "pw", bias=trap != "pointwise_bias_dropped"))
+        model.get_layer("bn").set_weights(batch_norm(w, "bn"))
+        model.get_layer("fc").set_weights(dense(w, "fc"))
     return model
 
 
@@ -136,11 +141,13 @@ def textconv(w, trap):
     x = layers.ReLU(name="relu")(x)
     x = layers.GlobalMaxPooling1D(name="max_over_time")(x)
     model = keras.Model(ids, layers.Dense(3, name="fc")(x), name="textconv")
-    table = w["embed.weight"]
-    model.get_layer("embed").set_weights([np.roll(table, -1, axis=0) if trap == "embedding_rows_shifted" else table])
-    kernel, bias = conv(w, "conv")
-    model.get_layer("conv").set_weights([kernel[::-1] if trap == "conv1d_kernel_flipped" else kernel, bias])
-    model.get_layer("fc").set_weights(dense(w, "fc"))
+    if w is not None:  # else Keras's own initialisation
+        table = w["embed.weight"]
+        shifted = trap == "embedding_rows_shifted"
+        model.get_layer("embed").set_weights([np.roll(table, -1, axis=0) if shifted else table])
+        kernel, bias = conv(w, "conv")
+        model.get_layer("conv").set_weights([kernel[::-1] if trap == "conv1d_kernel_flipped" else kernel, bias])
+        model.get_layer("fc").set_weights(dense(w, "fc"))
     return model
 
 
@@ -158,14 +165,15 @@ class LSTMTagger(keras.Model):
 def lstm(w, trap):
     model = LSTMTagger()
     model(np.zeros((1, 3), np.int64))
-    model.embed.set_weights([w["embed.weight"]])
-    order = (1, 0, 2, 3) if trap == "lstm_gate_order" else (0, 1, 2, 3)  # PyTorch's i, f, g, o is Keras's
-    bias = gate_blocks(w["lstm.bias_ih_l0"] + w["lstm.bias_hh_l0"], order)
-    if trap == "lstm_forget_bias":
-        bias[24:48] += 1.0
-    model.lstm.set_weights([gate_blocks(w["lstm.weight_ih_l0"], order).T,
-                            gate_blocks(w["lstm.weight_hh_l0"], order).T, bias])
-    model.fc.set_weights(dense(w, "fc"))
+    if w is not None:  # else Keras's own initialisation
+        model.embed.set_weights([w["embed.weight"]])
+        order = (1, 0, 2, 3) if trap == "lstm_gate_order" else (0, 1, 2, 3)  # PyTorch's i, f, g, o is Keras's
+        bias = gate_blocks(w["lstm.bias_ih_l0"] + w["lstm.bias_hh_l0"], order)
+        if trap == "lstm_forget_bias":
+            bias[24:48] += 1.0
+        model.lstm.set_weights([gate_blocks(w["lstm.weight_ih_l0"], order).T,
+                                gate_blocks(w["lstm.weight_hh_l0"], order).T, bias])
+        model.fc.set_weights(dense(w, "fc"))
     return model
 
 
@@ -182,14 +190,15 @@ def bigru(w, trap):
         layers.Bidirectional(layers.GRU(12, return_sequences=True), merge_mode="concat", name="gru"),
         layers.Dense(3, name="fc"),
     ], name="bigru")
-    order = (2, 0, 1) if trap == "gru_z_n_swapped" else (1, 0, 2)
-    forward, backward = gru_weights(w, "", order), gru_weights(w, "_reverse", order)
-    if trap == "gru_directions_swapped":
-        forward, backward = backward, forward
-    gru = model.get_layer("gru")
-    gru.forward_layer.set_weights(forward)
-    gru.backward_layer.set_weights(backward)
-    model.get_layer("fc").set_weights(dense(w, "fc"))
+    if w is not None:  # else Keras's own initialisation
+        order = (2, 0, 1) if trap == "gru_z_n_swapped" else (1, 0, 2)
+        forward, backward = gru_weights(w, "", order), gru_weights(w, "_reverse", order)
+        if trap == "gru_directions_swapped":
+            forward, backward = backward, forward
+        gru = model.get_layer("gru")
+        gru.forward_layer.set_weights(forward)
+        gru.backward_layer.set_weights(backward)
+        model.get_layer("fc").set_weights(dense(w, "fc"))
     return model
 
 
@@ -215,23 +224,24 @@ class AttentionBlock(keras.Model):
 def attention(w, trap):
     model = AttentionBlock(trap)
     model((np.zeros((1, 6, 16), np.float32), np.zeros((1, 6), bool)))
-    q, k, v = np.split(w["attn.in_proj_weight"], 3)
-    bq, bk, bv = np.split(w["attn.in_proj_bias"], 3)
-    if trap == "qk_projections_swapped":
-        q, k, bq, bk = k, q, bk, bq
-    out_bias = w["attn.out_proj.bias"]
-    if trap == "attention_out_bias_dropped":
-        out_bias = np.zeros_like(out_bias)
+    if w is not None:  # else Keras's own initialisation
+        q, k, v = np.split(w["attn.in_proj_weight"], 3)
+        bq, bk, bv = np.split(w["attn.in_proj_bias"], 3)
+        if trap == "qk_projections_swapped":
+            q, k, bq, bk = k, q, bk, bq
+        out_bias = w["attn.out_proj.bias"]
+        if trap == "attention_out_bias_dropped":
+            out_bias = np.zeros_like(out_bias)
 
-    def heads(kernel):  # a Linear's (out, in) as Keras's (in, heads, head size)
-        return kernel.T.reshape(16, 2, 8)
+        def heads(kernel):  # a Linear's (out, in) as Keras's (in, heads, head size)
+            return kernel.T.reshape(16, 2, 8)
 
-    model.attn.set_weights([heads(q), bq.reshape(2, 8), heads(k), bk.reshape(2, 8), heads(v), bv.reshape(2, 8),
-                            w["attn.out_proj.weight"].T.reshape(2, 8, 16), out_bias])
-    model.norm1.set_weights(layer_norm(w, "norm1"))
-    model.ff1.set_weights(dense(w, "ff1"))
-    model.ff2.set_weights(dense(w, "ff2"))
-    model.norm2.set_weights(layer_norm(w, "norm2"))
+        model.attn.set_weights([heads(q), bq.reshape(2, 8), heads(k), bk.reshape(2, 8), heads(v), bv.reshape(2, 8),
+                                w["attn.out_proj.weight"].T.reshape(2, 8, 16), out_bias])
+        model.norm1.set_weights(layer_norm(w, "norm1"))
+        model.ff1.set_weights(dense(w, "ff1"))
+        model.ff2.set_weights(dense(w, "ff2"))
+        model.norm2.set_weights(layer_norm(w, "norm2"))
     return model
 
 
@@ -252,12 +262,13 @@ def decoder(w, trap):
         layers.Conv2DTranspose(3, 3, padding="same", name="up2"),
         layers.Activation("hard_sigmoid" if trap == "hard_sigmoid" else "sigmoid", name="sigmoid"),
     ], name="decoder")
-    model.get_layer("fc").set_weights(dense(w, "fc"))
-    for name in ("up1", "up2"):  # (in, out, kh, kw) -> (kh, kw, out, in): both are a convolution's gradient
-        kernel = w[f"{name}.weight"].transpose(2, 3, 1, 0)
-        if name == "up1" and trap == "conv_transpose_kernel_flipped":
-            kernel = kernel[::-1, ::-1]
-        model.get_layer(name).set_weights([kernel, w[f"{name}.bias"]])
+    if w is not None:  # else Keras's own initialisation
+        model.get_layer("fc").set_weights(dense(w, "fc"))
+        for name in ("up1", "up2"):  # (in, out, kh, kw) -> (kh, kw, out, in): both are a convolution's gradient
+            kernel = w[f"{name}.weight"].transpose(2, 3, 1, 0)
+            if name == "up1" and trap == "conv_transpose_kernel_flipped":
+                kernel = kernel[::-1, ::-1]
+            model.get_layer(name).set_weights([kernel, w[f"{name}.bias"]])
     return model
 
 
@@ -276,10 +287,31 @@ def port_inputs(model: str, inputs: tuple, trap: str | None) -> tuple:
     return tuple(np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if x.ndim == 4 else x for x in inputs)
 
 
-def build(model: str, weights: dict[str, np.ndarray], trap: str | None = None) -> keras.Model:
+def build(model: str, weights: dict[str, np.ndarray] | None, trap: str | None = None) -> keras.Model:
+    """The port (with ``trap`` planted), loaded with ``weights`` by hand (left at Keras's own
+    initialisation where ``weights`` is None)."""
     if trap is not None and (spec.TRAPS[trap]["model"] != model or "tensorflow" not in spec.TRAPS[trap]["frameworks"]):
         raise ValueError(f"{trap}: not a Keras trap of {model}")
     return BUILDERS[model](weights, trap)
+
+
+def names_of(model: str, trap: str | None = None) -> dict[str, str]:
+    """The recorder's ``names``: every layer under its spec name."""
+    names = {name: name for name in spec.MODELS[model]["layers"] if not name.startswith("input")}
+    if trap in ("conv_no_padding", "max_pool_floor"):
+        del names["fc"]  # the model ends at flatten (spec.py: a trap that changes a feature map's size)
+    return names
+
+
+def port(model: str, weights: dict[str, np.ndarray] | None = None) -> tuple[keras.Model, dict[str, str]]:
+    """The correct port, loaded with ``weights`` (PyTorch's ``state_dict`` names) if given,
+    else at Keras's own initialisation; and the recorder's ``names`` for it."""
+    return build(model, weights), names_of(model)
+
+
+def framework_inputs(model: str, inputs: tuple) -> tuple:
+    """The spec's arrays as the port takes them: images channels last."""
+    return port_inputs(model, inputs, None)
 
 
 def forward(model: str, weights: dict[str, np.ndarray], inputs: tuple, trap: str | None = None) -> np.ndarray:
@@ -294,8 +326,8 @@ def run(model: str, weights: dict[str, np.ndarray], inputs: tuple, trap: str | N
     """Build the port (with ``trap`` planted), and record it on ``inputs`` (the spec's arrays)."""
     from rosetta_utils.recorders.tensorflow import record
 
+    if trap is None:
+        net, names = port(model, weights)
+        return record(net, framework_inputs(model, inputs), names=names, path=path)
     net = build(model, weights, trap)
-    names = {name: name for name in spec.MODELS[model]["layers"] if not name.startswith("input")}
-    if trap in ("conv_no_padding", "max_pool_floor"):
-        del names["fc"]  # the model ends at flatten (spec.py: a trap that changes a feature map's size)
-    return record(net, port_inputs(model, inputs, trap), names=names, path=path)
+    return record(net, port_inputs(model, inputs, trap), names=names_of(model, trap), path=path)

@@ -115,7 +115,7 @@ def _nnx_cells(layer: Any) -> dict[str, Any]:
 
 def _dense_h_bias(cell: Any) -> Any:
     bias = getattr(cell.dense_h, "bias", None)
-    return None if bias is None or getattr(bias, "value", bias) is None else bias
+    return None if bias is None or (isinstance(bias, nnx.Variable) and bias.get_value() is None) else bias
 
 
 # --- flax.linen params --------------------------------------------------------------------

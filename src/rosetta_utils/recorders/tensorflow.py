@@ -162,10 +162,13 @@ def _describe(layer: object, arguments: dict, x: object, y: object, measure: boo
     and output ``y``; ``measure=False`` leaves those gains at 1). ``arguments``: its call's
     arguments by name."""
     maps = _channels_last(layer)
+    # a dense layer on an image's channels is a 1x1 convolution (a feature map); on a sequence's
+    # features (N, T, C), PyTorch's Linear reads the same axis: not a feature map to move
+    dense_map = None if len(y.shape) >= 4 else False
     if isinstance(layer, kl.Dense):
-        return dict(kind="dense", fan_in=dense_fan_in(layer.kernel.shape[0], layer.use_bias))
+        return dict(kind="dense", fan_in=dense_fan_in(layer.kernel.shape[0], layer.use_bias), spatial=dense_map)
     if isinstance(layer, kl.EinsumDense):
-        return dict(kind="dense", fan_in=_einsum_fan_in(layer))
+        return dict(kind="dense", fan_in=_einsum_fan_in(layer), spatial=dense_map)
     if isinstance(layer, SEPARABLE):
         channels = int(layer.depthwise_kernel.shape[-2])
         fan_in = (conv_fan_in(channels, channels, layer.kernel_size, False)
@@ -361,6 +364,15 @@ def record(model: object, inputs: object, *, names: dict[str, str] | None = None
     if not isinstance(model, kl.Layer):
         raise RecordingError(f"{FRAMEWORK}: a model must be a Keras layer or model, not {type(model).__name__}")
     collector = Collector(FRAMEWORK, names, layout, channels_last=True, to_numpy=to_numpy)
+    return run_collecting(model, inputs, collector).finish(path)
+
+
+def run_collecting(model: object, inputs: object, collector: Collector) -> Collector:
+    """What :func:`record` does, into a ``collector`` of the caller's (a :class:`Collector`,
+    or a subclass that keeps more of each layer, as :mod:`rosetta_utils.porting` does);
+    returns it unfinished."""
+    if not isinstance(model, kl.Layer):
+        raise RecordingError(f"{FRAMEWORK}: a model must be a Keras layer or model, not {type(model).__name__}")
     tensors = _as_tensors(model, inputs)
     collector.add_inputs(tensors)
     done: set[str] = set()
@@ -415,4 +427,4 @@ def record(model: object, inputs: object, *, names: dict[str, str] | None = None
     if skipped and not done:
         raise RecordingError(f"{FRAMEWORK}: the model ran its layers only in a graph ({skipped[0]}, ...), "
                              "not eagerly: call record on the Keras model, not on a traced function")
-    return collector.finish(path)
+    return collector
