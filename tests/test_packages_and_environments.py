@@ -245,7 +245,7 @@ def test_rosetta_utils_imports_with_only_its_declared_dependencies(tmp_path):
         "import importlib, pkgutil, sys\n"
         f"sys.path.insert(0, {str(site)!r})\n"
         "import rosetta_utils, numpy\n"
-        "skipped = {f'rosetta_utils.{family}.{f}' for family in ('gru', 'recorders')\n"
+        "skipped = {f'rosetta_utils.{family}.{f}' for family in ('gru', 'porting', 'recorders')\n"
         "           for f in ('pytorch', 'tensorflow', 'jax', 'mxnet', 'chainer')}\n"
         "names = [m.name for m in pkgutil.walk_packages(rosetta_utils.__path__, 'rosetta_utils.')]\n"
         "for name in names:\n"
@@ -333,7 +333,7 @@ def test_a_reader_installs_the_readers_library_alone_and_runs_what_downloads_cal
     names = sorted(downloads_imports())
     code = (
         "import pkgutil, importlib, numpy, rosetta_utils\n"
-        "skipped = {f'rosetta_utils.{family}.{f}' for family in ('gru', 'recorders')\n"
+        "skipped = {f'rosetta_utils.{family}.{f}' for family in ('gru', 'porting', 'recorders')\n"
         "           for f in ('pytorch', 'tensorflow', 'jax', 'mxnet', 'chainer')}\n"
         "names = [m.name for m in pkgutil.walk_packages(rosetta_utils.__path__, 'rosetta_utils.')]\n"
         "for name in names:\n"
@@ -537,9 +537,10 @@ def test_resnet50s_layout_is_said_in_one_module():
 def test_one_name_per_meaning_among_the_public_names_of_src():
     """No two modules of src/ define the same public function or class, except the
     modules of one family that offer one interface each (a backend or a GRU converter per
-    framework, a recorder per framework, the GPU lessons per framework) and each command's
+    framework, a recorder and a weight mover per framework, the GPU lessons per framework) and
+    each command's
     ``main``."""
-    families = ("rosetta_utils/backends/", "rosetta_utils/gru/", "rosetta_utils/recorders/",
+    families = ("rosetta_utils/backends/", "rosetta_utils/gru/", "rosetta_utils/porting/", "rosetta_utils/recorders/",
                 "rosetta_book/gpu_lessons/")
     places: dict[str, list[str]] = {}
     for path in sorted((ROOT / "src").rglob("*.py")):

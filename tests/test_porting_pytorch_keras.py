@@ -25,7 +25,7 @@ from rosetta_utils.porting import (
     load_weights,
     move_weights,
     save_weights,
-    weighted_layers,
+    model_layers,
 )
 from rosetta_utils.recorders import pytorch as torch_recorder
 from rosetta_utils.recorders import tensorflow as keras_recorder
@@ -200,23 +200,23 @@ def test_pytorch_round_trip_of_every_kind_is_exact():
     x, ids = image(), tokens()
     for build, inputs in ((torch_image_net, x), (torch_sequence_net, ids)):
         source, target = build(0), build(1)
-        before = weighted_layers(source, inputs)
+        before = model_layers(source, inputs)
         move, printed = quiet(move_weights, source, target, inputs)
         assert move.written and "values moved" in printed
-        same_arrays(before, weighted_layers(target, inputs))
+        same_arrays(before, model_layers(target, inputs))
         a, b = torch_recorder.record(source, inputs), torch_recorder.record(target, inputs)
         for name in a.outputs:
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-    kinds = {layer.kind for layer in weighted_layers(torch_image_net(), x) + weighted_layers(torch_sequence_net(), ids)}
+    kinds = {layer.kind for layer in model_layers(torch_image_net(), x) + model_layers(torch_sequence_net(), ids)}
     assert kinds == KINDS
 
 
 def test_pytorch_cells_and_arrays_as_they_are():
     cell = nn.LSTMCell(4, 3)
-    (layer,) = weighted_layers(cell, np.zeros((2, 4), np.float32))
+    (layer,) = model_layers(cell, np.zeros((2, 4), np.float32))
     assert layer.kind == "lstm" and set(layer.arrays) == {"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"}
     np.testing.assert_array_equal(layer.arrays["weight_ih_l0"], cell.weight_ih.detach().numpy())
-    (gru,) = weighted_layers(nn.GRU(4, 3, bias=False), np.zeros((2, 5, 4), np.float32))
+    (gru,) = model_layers(nn.GRU(4, 3, bias=False), np.zeros((2, 5, 4), np.float32))
     assert set(gru.arrays) == {"weight_ih_l0", "weight_hh_l0"} and gru.config["flavor"] == "linear_before_reset"
     assert gru.conversion == ""
 
@@ -225,15 +225,15 @@ def test_keras_round_trip_of_every_kind_is_exact():
     x, ids = image(channels_last=True), tokens()
     for build, inputs in ((keras_image_net, x), (keras_sequence_net, ids)):
         source, target = build(), build()
-        before = weighted_layers(source, inputs)
+        before = model_layers(source, inputs)
         quiet(move_weights, source, target, inputs)
-        same_arrays(before, weighted_layers(target, inputs))
+        same_arrays(before, model_layers(target, inputs))
         a, b = keras_recorder.record(source, inputs), keras_recorder.record(target, inputs)
         for name in a.outputs:
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
     reset_before = keras.Sequential([keras.Input((5, 3)), kl.GRU(4, reset_after=False, name="gru")])
     reset_before.get_layer("gru").cell.bias.assign(np.linspace(-1, 1, 12).astype(np.float32))
-    (layer,) = weighted_layers(reset_before, np.zeros((1, 5, 3), np.float32))
+    (layer,) = model_layers(reset_before, np.zeros((1, 5, 3), np.float32))
     assert layer.config["flavor"] == "reset_before" and not layer.arrays["bias_hh_l0"].any()
     other = keras.Sequential([keras.Input((5, 3)), kl.GRU(4, reset_after=False, name="gru")])
     quiet(move_weights, reset_before, other, np.zeros((1, 5, 3), np.float32))
@@ -247,7 +247,7 @@ def test_keras_lstm_bias_reads_as_bias_ih_and_writes_back_the_sum():
     target = keras.Sequential([keras.Input((5, 3)), kl.LSTM(4, return_sequences=True, name="lstm")])
     x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
     quiet(move_weights, source, target, x)
-    (layer,) = weighted_layers(target, x)
+    (layer,) = model_layers(target, x)
     np.testing.assert_allclose(layer.arrays["bias_ih_l0"], (source.bias_ih_l0 + source.bias_hh_l0).detach().numpy(),
                                rtol=0, atol=0)
     assert not layer.arrays["bias_hh_l0"].any() and "bias_hh = 0" in layer.conversion
@@ -285,7 +285,7 @@ def test_the_flatten_permutation_is_applied():
     kernel = keras_net.get_layer("fc").kernel.numpy()  # rows (h, w, c)
     np.testing.assert_array_equal(kernel, weight.reshape(5, 4, 2, 2).transpose(2, 3, 1, 0).reshape(16, 5))
     assert not np.array_equal(kernel, weight.T)
-    (read,) = [layer for layer in weighted_layers(keras_net, x_nhwc) if layer.path == "fc"]
+    (read,) = [layer for layer in model_layers(keras_net, x_nhwc) if layer.path == "fc"]
     np.testing.assert_array_equal(read.arrays["weight"], weight)
 
 
@@ -315,11 +315,11 @@ def test_a_move_through_a_file(tmp_path):
 def test_reading_changes_nothing():
     net = torch_image_net().train()
     before = {name: value.clone() for name, value in net.state_dict().items()}
-    weighted_layers(net, image())
+    model_layers(net, image())
     assert net.training and all(torch.equal(before[name], value) for name, value in net.state_dict().items())
     keras_net = keras_image_net()
     values = [variable.numpy().copy() for variable in keras_net.weights]
-    weighted_layers(keras_net, image(channels_last=True))
+    model_layers(keras_net, image(channels_last=True))
     assert all(np.array_equal(a, b.numpy()) for a, b in zip(values, keras_net.weights))
     assert "call" not in vars(keras_net.get_layer("fc"))
 
@@ -329,17 +329,17 @@ def test_reading_changes_nothing():
 def test_unknown_weighted_layers_are_refused_naming_them():
     torch_net = nn.Sequential(nn.Linear(4, 4), nn.PReLU())
     with pytest.raises(PortingError, match=r"pytorch: 1 is a torch.nn.modules.activation.PReLU holding weights"):
-        weighted_layers(torch_net, np.zeros((2, 4), np.float32))
+        model_layers(torch_net, np.zeros((2, 4), np.float32))
     keras_net = keras.Sequential([keras.Input((4,)), kl.Dense(4, name="fc"), kl.PReLU(name="slope")])
     with pytest.raises(PortingError, match=r"tensorflow: slope is a .*PReLU holding weights"):
-        weighted_layers(keras_net, np.zeros((2, 4), np.float32))
+        model_layers(keras_net, np.zeros((2, 4), np.float32))
     separable = keras.Sequential([keras.Input((6, 6, 3)), kl.SeparableConv2D(4, 3, name="sep")])
     with pytest.raises(PortingError, match=r"sep: a SeparableConv2D holds a depthwise and a pointwise kernel"):
-        weighted_layers(separable, np.zeros((1, 6, 6, 3), np.float32))
+        model_layers(separable, np.zeros((1, 6, 6, 3), np.float32))
     attention = nn.MultiheadAttention(8, 2, kdim=4, vdim=4, batch_first=True)
     q, kv = np.zeros((1, 3, 8), np.float32), np.zeros((1, 3, 4), np.float32)
     with pytest.raises(PortingError, match=r"MultiheadAttention: a MultiheadAttention with kdim=4, vdim=4"):
-        weighted_layers(attention, (q, kv, kv))
+        model_layers(attention, (q, kv, kv))
 
 
 class Loose(nn.Module):
@@ -354,7 +354,7 @@ class Loose(nn.Module):
 
 def test_weights_outside_any_layer_are_refused():
     with pytest.raises(PortingError, match=r"Loose \(Loose\) holds parameters of its own \(position\)"):
-        weighted_layers(Loose(), np.zeros((1, 4), np.float32))
+        model_layers(Loose(), np.zeros((1, 4), np.float32))
 
 
 def test_a_refused_pair_writes_nothing():

@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from ..porting import Move, PortingError, load_weights, read_file, save_weights, write_saved
+from ..porting import PortingError, WeightMove, load_weights, read_file, save_weights, write_saved
 from .errors import CheckpointError
 from .formats import _check_suffix, _into_place, _needs, check_format
 
@@ -126,7 +126,7 @@ def save_native(framework: str, model: Any, path: Path, overwrite: bool) -> Path
 
 
 def convert_own(spec: str, source: str | os.PathLike[str], source_format: str, target: str | os.PathLike[str],
-                target_format: str, overwrite: bool = False) -> Move | Path:
+                target_format: str, overwrite: bool = False) -> WeightMove | Path:
     """Convert a checkpoint of the reader's model ``spec`` (``module:function``). Returns
     the move (its pairing table), or the canonical file's path for ``--to canonical``."""
     check_format(source_format)

@@ -1,4 +1,4 @@
-"""Move your own model's weights into the same architecture in another framework, in one call.
+"""WeightMove your own model's weights into the same architecture in another framework, in one call.
 
 Two live models of one architecture, in two frameworks of one environment::
 
@@ -99,7 +99,7 @@ class Layer:
 
 
 @dataclass
-class Move:
+class WeightMove:
     """The pairs of a move (source layer, target layer), the notes on what differs, and
     whether the weights were written."""
 
@@ -139,7 +139,7 @@ def framework_of(model: object) -> str:
                        f"{', '.join(REGISTRY)}")
 
 
-def weighted_layers(model: object, inputs: object) -> list[Layer]:
+def model_layers(model: object, inputs: object) -> list[Layer]:
     """The model's weighted layers in the order they ran on ``inputs``, read by its
     framework's module."""
     framework = framework_of(model)
@@ -230,17 +230,17 @@ def _write(pairs: list[tuple[Layer, Layer]], target: str) -> None:
 
 
 def move_weights(source: object, target: object, inputs: object, target_inputs: object = None, *,
-                 show: bool = True) -> Move:
-    """Move ``source``'s weights into ``target``, a model of the same architecture in
+                 show: bool = True) -> WeightMove:
+    """WeightMove ``source``'s weights into ``target``, a model of the same architecture in
     another (or the same) framework. ``inputs``: an example input for the source (numpy, in
     its layout); ``target_inputs``: the target's, where its layout differs (a Keras or Flax
     image model's channels-last batch). Every pair is checked before anything is written;
     a refused move raises :class:`PortingError` naming the first layer and why. Prints the
-    pairing table unless ``show`` is False; returns the :class:`Move`."""
-    source_layers = weighted_layers(source, inputs)
-    target_layers = weighted_layers(target, inputs if target_inputs is None else target_inputs)
+    pairing table unless ``show`` is False; returns the :class:`WeightMove`."""
+    source_layers = model_layers(source, inputs)
+    target_layers = model_layers(target, inputs if target_inputs is None else target_inputs)
     pairs, notes = pair_layers(source_layers, target_layers)
-    move = Move(pairs, framework_of(source), framework_of(target), notes)
+    move = WeightMove(pairs, framework_of(source), framework_of(target), notes)
     _write(pairs, move.target)
     move.written = True
     if show:
@@ -252,7 +252,7 @@ def save_weights(model: object, inputs: object, path: str | Path) -> Path:
     """Write ``model``'s weighted layers (canonical arrays, kinds, configurations, paths, in
     the order they ran) to a numpy ``.npz`` that :func:`load_weights` reads in either
     environment."""
-    return write_saved(path, framework_of(model), weighted_layers(model, inputs))
+    return write_saved(path, framework_of(model), model_layers(model, inputs))
 
 
 def write_saved(path: str | Path, framework: str, layers: Sequence[Layer]) -> Path:
@@ -289,8 +289,8 @@ def read_saved(path: str | Path) -> tuple[str, list[Layer]]:
     return meta["framework"], layers
 
 
-def load_weights(model: object, inputs: object, path: str | Path, *, show: bool = True) -> Move:
-    """Move the weights of a file into ``model`` (same checks as :func:`move_weights`;
+def load_weights(model: object, inputs: object, path: str | Path, *, show: bool = True) -> WeightMove:
+    """WeightMove the weights of a file into ``model`` (same checks as :func:`move_weights`;
     nothing is written if any layer is refused). The file is either what
     :func:`save_weights` wrote (any framework's model, its structure saved with it), or a
     PyTorch state dict's arrays under PyTorch's names: a ``.safetensors`` file, a numpy
@@ -299,7 +299,7 @@ def load_weights(model: object, inputs: object, path: str | Path, *, show: bool 
     original's names (a port that keeps them: ``self.fc1``, ``name="fc1"``), else in the
     order the file holds them, which must be the order the layers run."""
     framework, source_layers, ordered = read_file(Path(path))
-    target_layers = weighted_layers(model, inputs)
+    target_layers = model_layers(model, inputs)
     if framework == "a state dict":
         by_path = {layer.path: layer for layer in source_layers}
         if all(layer.path in by_path for layer in target_layers):
@@ -311,7 +311,7 @@ def load_weights(model: object, inputs: object, path: str | Path, *, show: bool 
                                "and a .safetensors file keeps no order to pair them by: name the port's layers as "
                                "the original's")
     pairs, notes = pair_layers(source_layers, target_layers, (str(framework), framework_of(model)))
-    move = Move(pairs, framework, framework_of(model), notes)
+    move = WeightMove(pairs, framework, framework_of(model), notes)
     _write(pairs, move.target)
     move.written = True
     if show:
