@@ -188,6 +188,20 @@ def norm_terms(x: np.ndarray, y: np.ndarray, axes: Sequence[int], scale: np.ndar
     return int(math.ceil(4 * gain - 1e-6)), gain
 
 
+def input_array(framework: str, index: int, item: object) -> np.ndarray:
+    """A model input given as something numpy reads (a numpy array, a list), as a numpy
+    array of numbers; anything else is refused naming the input and its type."""
+    try:
+        array = np.asarray(item)
+    except (TypeError, ValueError) as error:
+        raise RecordingError(f"{framework}: input {index} ({type(item).__name__}) is not an array: "
+                             f"{error}") from None
+    if array.dtype.kind not in "biuf":
+        raise RecordingError(f"{framework}: input {index} ({type(item).__name__}, dtype {array.dtype}) is not an "
+                             "array of numbers (give numpy arrays, the framework's tensors, or a tuple of them)")
+    return array
+
+
 # --- layouts ----------------------------------------------------------------------------
 
 def channels_first(array: np.ndarray) -> np.ndarray:

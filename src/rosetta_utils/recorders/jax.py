@@ -66,6 +66,7 @@ from rosetta_utils.recorders import (
     conv_fan_in,
     dense_fan_in,
     elementwise_gain,
+    input_array,
     norm_terms,
     recurrent_fan_in,
 )
@@ -401,14 +402,7 @@ def _inputs(inputs: object) -> tuple:
         if isinstance(item, jax.Array):
             arrays.append(item)
             continue
-        try:
-            values = np.asarray(item)
-        except Exception as error:
-            raise RecordingError(f"input {index}: a {type(item).__name__} is not an array") from error
-        if values.dtype.kind not in "biuf":
-            raise RecordingError(f"input {index}: a {type(item).__name__} of {values.dtype} is not an array of "
-                                 "numbers (a numpy or JAX array, or a tuple of them)")
-        arrays.append(jax.numpy.asarray(values))
+        arrays.append(jax.numpy.asarray(input_array("jax", index, item)))
     return tuple(arrays)
 
 

@@ -58,6 +58,7 @@ from rosetta_utils.recorders import (
     conv_fan_in,
     dense_fan_in,
     elementwise_gain,
+    input_array,
     norm_terms,
     recurrent_fan_in,
     softmax_gain,
@@ -104,16 +105,13 @@ def _context(model: gluon.Block):
 def _as_inputs(model: gluon.Block, inputs: object) -> list:
     items = list(inputs) if isinstance(inputs, tuple) else [inputs]
     context, converted = _context(model), []
-    for item in items:
+    for index, item in enumerate(items):
         if isinstance(item, mx.nd.NDArray) or (hasattr(item, "asnumpy") and hasattr(item, "context")):
             converted.append(item)
             continue
         if isinstance(item, mx.sym.Symbol):
             raise RecordingError("mxnet: a Symbol input has no values; pass arrays")
-        array = np.asarray(item)
-        if array.dtype.kind not in "biuf":
-            raise RecordingError(f"mxnet: an input of type {type(item).__name__} ({array.dtype}) is not "
-                                 "an array of numbers")
+        array = input_array("mxnet", index, item)
         dtype = array.dtype if array.dtype.kind == "f" else np.float32
         make = mx.np.array if is_np_array() else mx.nd.array  # after npx.set_np(), numpy-style arrays
         converted.append(make(array, ctx=context, dtype=dtype))

@@ -26,8 +26,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from rosetta_utils.recorders import (Collector, Recording, RecordingError, attention_fan_in, conv_fan_in,
-                                     dense_fan_in, elementwise_gain, norm_terms, recurrent_fan_in, softmax_gain)
+from rosetta_utils.recorders import (
+    Collector,
+    Recording,
+    RecordingError,
+    attention_fan_in,
+    conv_fan_in,
+    dense_fan_in,
+    elementwise_gain,
+    input_array,
+    norm_terms,
+    recurrent_fan_in,
+    softmax_gain,
+)
 
 FRAMEWORK = "pytorch"
 
@@ -233,13 +244,7 @@ def _as_tensors(model: nn.Module, inputs: object) -> tuple[torch.Tensor, ...]:
         if isinstance(item, (torch.Tensor, nn.utils.rnn.PackedSequence)):
             tensors.append(item)
             continue
-        try:
-            array = np.asarray(item)
-        except (TypeError, ValueError) as error:
-            raise RecordingError(f"{FRAMEWORK}: input {index} ({type(item).__name__}) is not an array: {error}")
-        if array.dtype.kind not in "biuf":
-            raise RecordingError(f"{FRAMEWORK}: input {index} ({type(item).__name__}, dtype {array.dtype}) is not "
-                                 "an array of numbers")
+        array = input_array(FRAMEWORK, index, item)
         tensor = torch.tensor(array)
         if reference is not None:
             tensor = tensor.to(reference.device)

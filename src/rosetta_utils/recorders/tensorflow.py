@@ -32,8 +32,19 @@ import tensorflow as tf
 from keras import layers as kl
 from keras.src.models.functional import Functional
 
-from rosetta_utils.recorders import (Collector, Recording, RecordingError, attention_fan_in, conv_fan_in,
-                                     dense_fan_in, elementwise_gain, norm_terms, recurrent_fan_in, softmax_gain)
+from rosetta_utils.recorders import (
+    Collector,
+    Recording,
+    RecordingError,
+    attention_fan_in,
+    conv_fan_in,
+    dense_fan_in,
+    elementwise_gain,
+    input_array,
+    norm_terms,
+    recurrent_fan_in,
+    softmax_gain,
+)
 
 FRAMEWORK = "tensorflow"
 
@@ -329,13 +340,7 @@ def _as_tensors(model: object, inputs: object) -> tuple[object, ...]:
         if tf.is_tensor(item):
             tensors.append(item)
             continue
-        try:
-            array = np.asarray(item)
-        except (TypeError, ValueError) as error:
-            raise RecordingError(f"{FRAMEWORK}: input {index} ({type(item).__name__}) is not an array: {error}")
-        if array.dtype.kind not in "biuf":
-            raise RecordingError(f"{FRAMEWORK}: input {index} ({type(item).__name__}, dtype {array.dtype}) is not "
-                                 "an array of numbers")
+        array = input_array(FRAMEWORK, index, item)
         tensors.append(tf.convert_to_tensor(array, dtype=dtype if array.dtype.kind == "f" else None))
     return tuple(tensors)
 
