@@ -190,3 +190,19 @@ def test_a_checkpoint_of_another_structure_is_refused_naming_the_layer_with_noth
     assert done.returncode == 0
     again = command(folder, "net.pt", "net.weights.h5", "--from", "pytorch", "--to", "tensorflow")
     assert again.returncode == 1 and "exists" in again.stderr
+
+
+def test_a_checkpoint_in_keras_or_flax_format_moves_back_into_pytorch(folder):
+    """The source read with its own framework's loader into the source's port (the model's
+    code builds it), then moved: a Keras .weights.h5 file and a Flax Orbax folder, each made
+    from the PyTorch checkpoint, back into PyTorch compute what the original did."""
+    expected = outputs(folder, "pytorch", folder / "net.pt")
+    for framework, middle in (("tensorflow", "net.weights.h5"), ("jax", "net-flax")):
+        if framework not in AVAILABLE:
+            continue
+        assert command(folder, "net.pt", middle, "--from", "pytorch", "--to", framework).returncode == 0
+        back = folder / f"back-from-{framework}.pt"
+        done = command(folder, middle, back, "--from", framework, "--to", "pytorch")
+        assert done.returncode == 0, done.stderr
+        got = outputs(folder, "pytorch", back)
+        assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max(), framework
