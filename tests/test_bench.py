@@ -4,6 +4,7 @@ No test asserts a timing: the timings themselves are not targets of any test."""
 
 import json
 import os
+import re
 import statistics
 from pathlib import Path
 
@@ -540,6 +541,26 @@ def test_a_failing_process_names_its_framework_and_cause():
     with pytest.raises(BenchmarkError, match=r"(?s)pytorch \(the page environment\) failed.*takes no option 'nope'"):
         run_task("rosetta_book.bench.tiny:BROKEN", ("pytorch",), rounds=1, warmup=1, steps=1, pause=0.0,
                  matmul_size=32, log=lambda line: None)
+
+
+@needs_pytorch
+def test_a_configuration_this_machine_cannot_run_is_reported_failed_and_the_others_timed():
+    """As TensorFlow's channels-first convolutions without oneDNN: the run goes on, the
+    report lists the configuration as failed with its message, and times the rest."""
+    lines = []
+    raw = run_task("rosetta_book.bench.tiny:UNSUPPORTED", ("pytorch",), rounds=2, warmup=1, steps=1, pause=0.0,
+                   matmul_size=32, log=lines.append)
+    alternatives = raw["frameworks"]["pytorch"]["alternatives"]
+    assert alternatives["channels first"]["failed"].startswith("RuntimeError: The Conv2D op currently only")
+    assert alternatives["channels first"]["seconds"] == []
+    assert len(alternatives["page"]["seconds"]) == 2 and len(alternatives["scale 2"]["seconds"]) == 2
+    assert any("channels first: FAILED, RuntimeError" in line for line in lines)
+    report = summarize(raw, "smoke")
+    result = report["frameworks"]["pytorch"]
+    assert set(result["configurations"]) == {"page", "scale 2"} and "channels first" in result["failed"]
+    text = format_report(report)
+    assert re.search(r"channels first\s+FAILED  cannot run on this machine: RuntimeError: The Conv2D op", text)
+    assert "{{node" not in text  # the first line of the message only
 
 
 def test_a_process_killed_during_the_rounds_is_named_with_its_signal():

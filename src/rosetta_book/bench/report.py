@@ -65,7 +65,11 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
         own_path = max(own_rates, key=own_rates.get)
         own_peak = own_rates[own_path]
         configurations: dict[str, Any] = {}
+        failed = {name: measured["failed"] for name, measured in result["alternatives"].items()
+                  if "failed" in measured}
         for name, measured in result["alternatives"].items():
+            if name in failed:
+                continue
             per_call = statistics.median(measured["seconds"])
             lower, upper = Timing(tuple(measured["seconds"])).quartiles
             per_item = per_call / measured["items"]
@@ -82,6 +86,9 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
             }
         pages = [name for name, measured in result["alternatives"].items() if measured["defaults"]
                  and not measured["env"]]
+        if pages and pages[0] in failed:
+            raise ValueError(f"{task.page} ({framework}): the page's own configuration cannot run here: "
+                             f"{failed[pages[0]]}")
         if not pages:
             raise ValueError(f"{task.page} ({framework}): the page's configuration (the builder's defaults) is "
                              f"not among the configurations timed ({', '.join(configurations)})")
@@ -112,6 +119,7 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
                                             _per_item(result["alternatives"][page])) == "first",
             "not_timed": {name: alternative.dropped for name, alternative in alternatives.items()
                           if alternative.dropped},
+            "failed": failed,
             "other_results": other_results, "limit": task.limits.get(framework), "data": result["data"],
             "weights": result.get("weights", "not recorded"),
             "peak_flops": own_peak, "peak_path": own_path,
@@ -237,7 +245,7 @@ def format_report(report: Mapping[str, Any]) -> str:
             lines.append(f"{framework}: {', '.join(result['above_peak'])} measured above its peak, which is then "
                          "no upper bound: its shares of the peak are no verdict")
     width = max([28] + [len(name) + 2 for result in report["frameworks"].values()
-                        for name in [*result["configurations"], *result["not_timed"]]])
+                        for name in [*result["configurations"], *result["not_timed"], *result.get("failed", {})]])
     unit = "ms/step" if report["training"] else "ms/call"
     lines.append(f"{'framework':<11} {'configuration':<{width}} {unit:>9} {'IQR':>7} {'GFLOP/s':>8} "
                  f"{'of peak':>8} {'/fastest':>8}  what it tries")
@@ -259,6 +267,8 @@ def format_report(report: Mapping[str, Any]) -> str:
                 f"{numbers['fraction_of_peak']:>8.1%} {numbers['relative_to_fastest']:>8.2f}  {note}")
         for name, reason in result["not_timed"].items():
             lines.append(f"{framework:<11} {name:<{width}} {'not timed':>9}  {reason}")
+        for name, message in result.get("failed", {}).items():
+            lines.append(f"{framework:<11} {name:<{width}} {'FAILED':>9}  cannot run on this machine: {message}")
         convolutions = result.get("convolutions_alone")
         if convolutions and "not_measured" in convolutions:
             lines.append(f"{framework:<11} the page's convolutions alone: not measured ("

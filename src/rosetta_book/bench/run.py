@@ -201,7 +201,8 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
                     ready[index] = process.receive(START_TIMEOUT)
                     built = ready[index]["ready"]
                     log(f"{task}: {group.label} ready ("
-                        + (", ".join(f"{name}: {facts['build_seconds']:.0f} s to build and warm up"
+                        + (", ".join(f"{name}: FAILED, {facts['failed']}" if "failed" in facts
+                                     else f"{name}: {facts['build_seconds']:.0f} s to build and warm up"
                                      for name, facts in built.items()) or "matrix products") + ")")
                 numpy_product = matmul_paths(None, matmul_size)["numpy (its BLAS)"]()
                 numpy_product()

@@ -30,14 +30,18 @@ NOT_COMPARED = float("inf")
 FLOP_PER_ITEM = 2 * 8 * 8
 
 
-def make_training(size=8, scale=1.0, die_after=None):
+def make_training(size=8, scale=1.0, die_after=None, unsupported=False):
     """A stand-in for a page's builder: ``(model, train_step, to_device)``. With
     ``die_after``, the step kills its own process (SIGKILL, as the kernel's out-of-memory
-    killer would) on the call after that many."""
+    killer would) on the call after that many; ``unsupported``, its first call raises, as
+    TensorFlow's channels-first convolution does on a CPU without oneDNN."""
     weights = np.full((size, size), scale, dtype=np.float32)
     calls = []
 
     def train_step(x, y):
+        if unsupported:
+            raise RuntimeError("The Conv2D op currently only supports the NHWC tensor format on the CPU.\n"
+                               "\t [[{{node conv2d}}]] (a stand-in's message)")
         calls.append(1)
         if die_after is not None and len(calls) > die_after:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -76,6 +80,13 @@ TINY = TinyTask("tiny", "(no page)", "make_training", True, {
 BROKEN = TinyTask("tiny-broken", "(no page)", "make_training", True, {
     "pytorch": {"page": Alternative({}, "the builder's defaults"),
                 "unknown option": Alternative({"nope": 1}, "an option the builder does not take")},
+}, same_result=NOT_COMPARED)
+
+#: The same, with a configuration this machine cannot run: it is reported failed, the others timed.
+UNSUPPORTED = TinyTask("tiny-unsupported", "(no page)", "make_training", True, {
+    "pytorch": {"page": Alternative({}, "the builder's defaults"),
+                "channels first": Alternative({"unsupported": True}, "a layout this CPU's kernels refuse"),
+                "scale 2": Alternative({"scale": 2.0}, "another option")},
 }, same_result=NOT_COMPARED)
 
 #: The same, whose process is killed once the rounds begin (after its warm-up calls).

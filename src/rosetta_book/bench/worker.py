@@ -117,6 +117,13 @@ def convolution_probe(task: Task, namespace: Mapping[str, Any],
     return call, {"flops": flops, "count": count, "items": len(images)}
 
 
+def failure_message(error: BaseException) -> str:
+    """What a configuration that cannot run raised: its type and the first line of its
+    message (TensorFlow's and MXNet's run on for pages of a C++ stack)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else '(no message)'}"[:400]
+
+
 def scalar(value: Any) -> float | None:
     """What a timed call computed, as one number to compare configurations by: a training
     step's loss; for a call that returns an array (ResNet-50's features), the norm of its
@@ -165,11 +172,16 @@ def serve(task_name: str, framework: str, address: str, authkey: bytes) -> int:
                 where = f"{task.page} ({framework}), alternative {name!r}"
                 is_page = matches_defaults(builder, options, where) and alternative.batch_factor == 1.0
                 start = time.perf_counter()
-                call, items = prepare_call(task, namespace, framework, options, request["steps"],
-                                           alternative.batch_factor)
-                first = call()  # the first call: builds, compiles, traces
-                for _ in range(request["warmup"] - 1):
-                    call()
+                try:
+                    call, items = prepare_call(task, namespace, framework, options, request["steps"],
+                                               alternative.batch_factor)
+                    first = call()  # the first call: builds, compiles, traces
+                    for _ in range(request["warmup"] - 1):
+                        call()
+                except Exception as error:  # this machine cannot run it: the others are still timed
+                    details[name] = {"failed": failure_message(error), "defaults": is_page,
+                                     "build_seconds": time.perf_counter() - start}
+                    continue
                 calls[name] = call
                 details[name] = {"items": items, "defaults": is_page, "first_result": scalar(first),
                                  "build_seconds": time.perf_counter() - start}
