@@ -203,6 +203,9 @@ def report(jobs: list[Job], verdicts: Path | None = None) -> bool:
     print("\n15 slowest tests:")
     for test in sorted(tests, key=lambda test: -test["seconds"])[:15]:
         print(f"  {test['seconds']:7.1f} s  {test['id']}")
+    print("\nthe 10 costliest parts this build executed and test processes (the next minutes to win):")
+    for seconds, what in costliest(jobs, verdicts)[:10]:
+        print(f"  {seconds:7.1f} s  {what}")
     peaks = sorted(((peak_of(job), job.label) for job in jobs), key=lambda item: -float(item[0].split()[0])
                    if item[0] != "?" else 0)
     print(f"largest process: {peaks[0][0]} ({peaks[0][1]})" if peaks else "no process ran")
@@ -215,6 +218,21 @@ def report(jobs: list[Job], verdicts: Path | None = None) -> bool:
               f"{found['failed']} failed, in {len(jobs)} pytest processes)")
     print(f"{gated_line(verdicts)}; {tested}" if verdicts is not None else tested)
     return not failed_jobs and found["failed"] == 0 and bool(tests)
+
+
+def costliest(jobs: list[Job], ledger: Path | None) -> list[tuple[float, str]]:
+    """The build's executed parts (from its ledger, where it names them) and the test
+    processes, each with its seconds, the longest first."""
+    costs = [(job.seconds, f"test process {job.label}") for job in jobs]
+    try:
+        parts = json.loads(ledger.read_text()).get("executed_parts", []) if ledger is not None else []
+    except (OSError, ValueError):
+        parts = []
+    for page, part, seconds, cpu in parts:
+        if seconds is not None:
+            cpu_text = f", {cpu:.0f} CPU-s" if cpu is not None else ""
+            costs.append((float(seconds), f"build part {page}: {part}{cpu_text}"))
+    return sorted(costs, key=lambda cost: -cost[0])
 
 
 def gated_line(ledger: Path) -> str:

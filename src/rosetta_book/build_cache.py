@@ -75,6 +75,7 @@ def outputs_for(page: Page, frameworks: list[str], folder: str | Path, force: bo
     executed = execute_page(page, frameworks, parts_cache, timeout=timeout, log=log, log_folder=log_folder,
                             slots=slots)
     parts = {part.name: {"seconds": round(part.seconds, 2), "cached": part.cached,
+                         "cpu_seconds": None if part.cpu_seconds is None else round(part.cpu_seconds, 2),
                          "environment": part.environment,
                          **({"verdicts": part.verdicts} if part.verdicts is not None else {})}
              for part in executed.parts}
@@ -101,7 +102,8 @@ def _cached_outputs(page: Page, cache: Any, folder: Path, log: Callable[[str], N
             "and replacing the entry")
         cache.remove_cache(record.pk)
         return None
-    return PageOutputs(record.data.get("rosetta_parts", {}), rests_on_stand_ins(cached))
+    parts = {name: {**facts, "from_page_cache": True} for name, facts in record.data.get("rosetta_parts", {}).items()}
+    return PageOutputs(parts, rests_on_stand_ins(cached))
 
 
 def outputs_for_pages(pages: Iterable[tuple[Page, list[str]]], folder: str | Path, force: bool, timeout: int,

@@ -440,8 +440,11 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
     ledger = Path(app.outdir).parent / GATED_LEDGER
+    executed = [[docname, part, facts.get("seconds"), facts.get("cpu_seconds")]
+                for docname, parts in sorted(_parts_of(app.env).items()) for part, facts in parts.items()
+                if not facts.get("cached") and not facts.get("from_page_cache")]  # what this build ran
     ledger.write_text(json.dumps({"line": gated_line(_parts_of(app.env)),
-                                  "pages": gated_verdicts(_parts_of(app.env))}, indent=1))
+                                  "pages": gated_verdicts(_parts_of(app.env)), "executed_parts": executed}, indent=1))
     wrote = False
     for docname in sorted(app.env.found_docs):
         path = Path(app.env.doc2path(docname))
