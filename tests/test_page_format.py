@@ -32,3 +32,27 @@ def test_a_long_line_is_wrapped_to_the_code_box():
     page = f"# T\n\n```{{code-cell}} ipython3\n{call}```\n"
     formatted, _ = format_pages.format_page(page, "t.md")
     assert max(len(line) for line in formatted.splitlines()) <= 79
+
+
+def fenced_lines(page_text):
+    """The lines of a page's plain fenced blocks (shell commands, file
+    listings): code the box shows but neither ruff nor a kernel reads."""
+    from markdown_it import MarkdownIt
+
+    for token in MarkdownIt("commonmark").parse(page_text):
+        if token.type == "fence" and not token.info.startswith("{"):
+            yield from token.content.splitlines()
+
+
+def test_every_plain_fenced_block_fits_the_code_box():
+    long = [f"{page.relative_to(ROOT)}: {line}"
+            for page in sorted((ROOT / "book").rglob("*.md"))
+            for line in fenced_lines(page.read_text())
+            if len(line) > 79]
+    assert not long, "lines wider than the code box (79):\n" + "\n".join(long)
+
+
+def test_the_fenced_check_reads_plain_blocks_and_leaves_cells_to_ruff():
+    page = ("# T\n\n```\n" + "x" * 80 + "\n```\n\n```{code-cell} ipython3\n"
+            + "y" * 90 + "\n```\n")
+    assert [len(line) for line in fenced_lines(page)] == [80]
