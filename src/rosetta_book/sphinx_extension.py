@@ -64,6 +64,8 @@ from .name_check import check_page
 from .page import FOR_COMPARISON, Page, PageError
 
 LOGGER = logging.getLogger(__name__)
+#: The theme Jupyter Book gives the book, whose pages the search index reads.
+BOOK_THEME = "sphinx_book_theme"
 #: Beside the site (``_build/``): how many verdicts each page of the build gated, which
 #: ``make test`` reports at its end.
 GATED_LEDGER = "verdicts-gated.json"
@@ -434,8 +436,10 @@ def _collapse(cell: nodes.container) -> None:
 
 
 def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
-    """Write every framework's download of every page with framework cells into the site."""
+    """Write every framework's download of every page with framework cells into the site,
+    and the site's search index."""
     from .downloads import SITE_FOLDER, build_utils_wheel, write_downloads
+    from .search_index import build_index
 
     if exception is not None or app.builder.format != "html":
         return
@@ -456,6 +460,8 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
             wrote = True
     if wrote:  # the one pip command every download's note names
         build_utils_wheel(Path(app.outdir) / SITE_FOLDER)
+    if app.config.html_theme == BOOK_THEME:  # the search page's index, one record per section
+        LOGGER.info(f"search index: {build_index(Path(app.outdir))} sections")
 
 
 def _on_config_inited(app: Sphinx, config: Any) -> None:
@@ -471,6 +477,12 @@ def _on_config_inited(app: Sphinx, config: Any) -> None:
     # A config value that changes with the cache makes Sphinx re-read every page.
     config.rosetta_execution_key = folder.name
     config.nb_execution_cache_path = str(folder)
+    # The book's search page (templates/search.html, a page of the book's theme) searches the
+    # index search_index.py builds at the end; a site in another theme keeps Sphinx's search.
+    if config.html_theme == BOOK_THEME:
+        config.templates_path = [*config.templates_path, str(Path(__file__).with_name("templates"))]
+        config.html_context = {**config.html_context,
+                               "rosetta_frameworks": [(name, FRAMEWORK_TITLES[name]) for name in FRAMEWORKS]}
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
