@@ -1,6 +1,7 @@
 """The built site's search page in headless Chromium: its from/to choice narrows the results
 to the table rows the porting checklist lists for that pair, every result opens its
-section, and nothing it loads comes from another host.
+section, nothing it loads comes from another host, and a table row it lands on links to
+its line of the page's overview table and back.
 
 Needs the built site (ROSETTA_BOOK_HTML, as `make test` sets it) and a browser; skipped
 without either, saying why. How the index is cut into records is tested without a site
@@ -15,7 +16,8 @@ from urllib.parse import quote_plus
 import pytest
 
 from rosetta_book.bench import search
-from rosetta_book.search_index import CHECKLIST, checklist_pairs
+from rosetta_book.checklist_pages import checklist_blocks
+from rosetta_book.search_index import checklist_pairs
 
 HTML = os.environ.get("ROSETTA_BOOK_HTML")
 
@@ -46,7 +48,7 @@ def ask(browser, query: str, **pair) -> tuple[list[search.Link], str]:
 
 
 def test_the_pair_filter_keeps_only_rows_the_checklist_lists_for_that_pair(browser):
-    rows = checklist_pairs((Path(HTML) / CHECKLIST).read_text(encoding="utf-8"))
+    rows = checklist_pairs(checklist_blocks(Path(HTML)))
     everything, _ = ask(browser, "padding")
     narrowed, summary = ask(browser, "padding", **{"from": "pytorch", "to": "jax"})
     assert narrowed and "differ from PyTorch to JAX (Flax)" in summary
@@ -64,3 +66,26 @@ def test_every_result_opens_a_section_and_nothing_comes_from_another_host(browse
     loaded = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert any("pagefind" in url for url in loaded)
     assert all(url.startswith(base) for url in loaded), [url for url in loaded if not url.startswith(base)]
+
+
+def test_a_row_search_lands_on_links_to_its_overview_line_and_back(browser):
+    driver, base = browser
+    driver.get(f"{base}book/tables/layers.html#tables-layers-conv-valid")
+    back = driver.execute_script(
+        "const a = document.querySelector('#conv-2-d-valid .rosetta-overview-link'); return a && a.hash")
+    assert back == "#overview-tables-layers-conv-valid"
+    driver.execute_script("document.querySelector('#conv-2-d-valid .rosetta-overview-link').click()")
+    top, height, forth = driver.execute_script(
+        "const row = document.getElementById('overview-tables-layers-conv-valid');"
+        " return [row.getBoundingClientRect().top, window.innerHeight, row.querySelector('a').hash]")
+    assert 0 <= top < height and forth == "#tables-layers-conv-valid"
+
+
+def test_opened_from_disk_the_search_page_says_how_to_serve_the_site(browser):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver, _ = browser
+    driver.get((Path(HTML).resolve() / "search.html").as_uri() + "?q=padding")
+    said = WebDriverWait(driver, search.SEARCH_TIMEOUT, poll_frequency=0.05).until(lambda d: d.execute_script(
+        "const s = document.querySelector('#search-results .search-summary'); return s && s.textContent"))
+    assert "python -m http.server" in said, said

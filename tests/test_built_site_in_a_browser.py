@@ -45,7 +45,7 @@ pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=browser_mi
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, *args):  # noqa: D102 - the tests read what they need
+    def log_message(self, *args):
         pass
 
 
@@ -412,9 +412,19 @@ return {pair: [list.querySelector('select[name="from"]').value, list.querySelect
 """
 
 
+def checklist_state(browser) -> dict:
+    """The checklist's state once the chosen pair's list is shown (a pair other than the
+    page's opening one loads from its own file)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 30, poll_frequency=0.05).until(lambda d: "loading" not in d.execute_script(
+        "return document.querySelector('.rosetta-checklist-count').textContent"))
+    return browser.execute_script(CHECKLIST_STATE)
+
+
 def test_the_checklist_shows_the_ranked_list_of_the_pair_chosen(browser, site):
     load(browser, f"{site}book/porting_checklist.html?from=mxnet&to=chainer")
-    state = browser.execute_script(CHECKLIST_STATE)
+    state = checklist_state(browser)
     assert state["pair"] == ["mxnet", "chainer"] and state["total"] > 0 and state["blocks"] == 1
     assert state["shown"] and all(set(line) == {"mxnet", "chainer"} for line in state["shown"])
     assert set(state["cells"]) == {"mxnet", "chainer"}
@@ -423,9 +433,9 @@ def test_the_checklist_shows_the_ranked_list_of_the_pair_chosen(browser, site):
     from selenium.webdriver.support.ui import Select
 
     Select(browser.find_element("css selector", '.rosetta-checklist select[name="to"]')).select_by_value("jax")
-    changed = browser.execute_script(CHECKLIST_STATE)
+    changed = checklist_state(browser)
     assert changed["pair"] == ["mxnet", "jax"] and "to=jax" in browser.current_url
     assert changed["shown"] and all(set(line) == {"mxnet", "jax"} for line in changed["shown"])
     Select(browser.find_element("css selector", '.rosetta-checklist select[name="to"]')).select_by_value("mxnet")
-    same = browser.execute_script(CHECKLIST_STATE)
+    same = checklist_state(browser)
     assert same["blocks"] == 0 and same["count"] == "choose two different frameworks"

@@ -74,7 +74,9 @@ def test_identifiers_are_indexed_by_their_parts_too():
 
 
 def test_the_checklist_pairs_become_each_rows_filter():
-    pairs = checklist_pairs(CHECKLIST)
+    line = ('<h3>Silent traps first</h3><ol><li class="rosetta-checklist-line">'
+            '<a href="tables/layers.html#tables-layers-max-pool-ceil">Max pool</a></li></ol>')
+    pairs = checklist_pairs({("pytorch", "jax"): line, ("jax", "pytorch"): line, ("jax", "mxnet"): "<ol></ol>"})
     assert pairs == {"book/tables/layers.html#tables-layers-max-pool-ceil": ["pytorch>jax", "jax>pytorch"]}
 
 

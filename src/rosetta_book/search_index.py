@@ -33,6 +33,8 @@ from pathlib import Path
 
 from bs4 import BeautifulSoup, Tag
 
+from .checklist_pages import checklist_blocks
+
 #: The folder of the site that holds the index and Pagefind's search code.
 INDEX_FOLDER = "pagefind"
 #: The part of a built page that holds its text (the theme's article).
@@ -43,8 +45,6 @@ ARTICLE = "article.bd-article"
 LEFT_OUT = (".rosetta-banner", ".rosetta-downloads", ".rosetta-ran-on", ".rosetta-compact-table",
             "div.cell.tag_comparison", "div.toctree-wrapper", "nav", "a.headerlink", ".rosetta-checklist",
             "script", "style", "input")
-#: The page whose lists say, pair by pair, which table rows differ.
-CHECKLIST = "book/porting_checklist.html"
 #: What a word in a tab's code counts for, against 1 for a word of prose.
 CODE_WEIGHT = "0.3"
 HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
@@ -145,16 +145,14 @@ def page_records(text: str, url: str) -> list[Record]:
     return records
 
 
-def checklist_pairs(text: str) -> dict[str, list[str]]:
-    """From the built checklist page: each table row's anchor (page#label) with the pairs
-    of frameworks ("pytorch>jax") whose cells differ there."""
-    soup = BeautifulSoup(text, "html.parser")
+def checklist_pairs(blocks: dict[tuple[str, str], str]) -> dict[str, list[str]]:
+    """From the checklist's lists (each pair's HTML, rosetta_book.checklist_pages): each
+    table row's anchor (page#label) with the pairs of frameworks ("pytorch>jax") whose
+    cells differ there."""
     pairs: dict[str, list[str]] = {}
-    for block in soup.select(".rosetta-checklist-block"):
-        pair = f"{block['data-from']}>{block['data-to']}"
-        for link in block.select(".rosetta-checklist-line a[href]"):
-            target = "book/" + link["href"].split("?")[0]
-            pairs.setdefault(target, []).append(pair)
+    for (source, target), body in blocks.items():
+        for link in BeautifulSoup(body, "html.parser").select(".rosetta-checklist-line a[href]"):
+            pairs.setdefault("book/" + link["href"].split("?")[0], []).append(f"{source}>{target}")
     return pairs
 
 
@@ -175,8 +173,7 @@ def site_records(site: Path) -> list[Record]:
         if 'class="bd-article' not in text:
             continue  # a redirect or a download's page: nothing a reader searches
         records += page_records(text, relative.as_posix())
-    checklist = site / CHECKLIST
-    pairs = checklist_pairs(checklist.read_text(encoding="utf-8")) if checklist.is_file() else {}
+    pairs = checklist_pairs(checklist_blocks(site))
     for record in records:
         record.pairs = sorted(set(pairs.get(record.url, [])))
     return records

@@ -437,8 +437,9 @@ def _collapse(cell: nodes.container) -> None:
 
 def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
     """Write every framework's download of every page with framework cells into the site,
-    and the site's search index."""
+    the site's search index and the checklist's pairs' files."""
     from .downloads import SITE_FOLDER, build_utils_wheel, write_downloads
+    from .checklist_pages import split_checklist
     from .search_index import build_index
 
     if exception is not None or app.builder.format != "html":
@@ -462,6 +463,7 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
         build_utils_wheel(Path(app.outdir) / SITE_FOLDER)
     if app.config.html_theme == BOOK_THEME:  # the search page's index, one record per section
         LOGGER.info(f"search index: {build_index(Path(app.outdir))} sections")
+    split_checklist(Path(app.outdir))  # the checklist page carries one pair, loads the others
 
 
 def _on_config_inited(app: Sphinx, config: Any) -> None:
