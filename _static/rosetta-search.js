@@ -56,7 +56,10 @@ document.addEventListener("DOMContentLoaded", async () => {
     pagefind = await import(new URL("pagefind/pagefind.js", root).href);
     await pagefind.options({ excerptLength: 30 });
   } catch (error) {
-    say(`This site has no search index (pagefind/): ${error.message}`);
+    say(window.location.protocol === "file:"
+      ? "Search runs where the site is served: browsers refuse its index on a page opened from disk. " +
+        "Serve the built site, e.g. `python -m http.server -d _build/html`, and open http://localhost:8000/."
+      : `This site's search index (pagefind/) could not be loaded: ${error.message}`);
     return;
   }
   let asked = 0;
