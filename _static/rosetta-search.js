@@ -9,8 +9,9 @@ const STOP_WORDS = new Set(("a an and are as at be but by can could did do does 
   "your vs versus equivalent instead like use using way").split(" "));
 
 // A reader's question matches a section by any of its words, not only by all of them
-// (Pagefind's own search): each word is searched alone and a section's score is the sum
-// of its words' scores, so the sections that hold the most of the rarest words come first.
+// (Pagefind's own search): each word is searched alone, a section's score is the sum of
+// its words' scores times the square of the share of the words it holds, so the sections
+// that hold most of the question, and its rarest words, come first.
 async function rank(pagefind, query, options) {
   // A dotted or snake_case name counts whole and by its parts: `jax.nn.sigmoid` is found
   // in code that writes it so, and in prose that names `sigmoid`.
@@ -23,11 +24,15 @@ async function rank(pagefind, query, options) {
   for (const found of each) {
     for (const result of found?.results || []) {
       const seen = scores.get(result.id);
-      if (seen) seen.score += result.score;
-      else scores.set(result.id, { score: result.score, result });
+      if (seen) { seen.score += result.score; seen.hits += 1; }
+      else scores.set(result.id, { score: result.score, hits: 1, result });
     }
   }
-  const results = [...scores.values()].sort((a, b) => b.score - a.score).map((entry) => entry.result);
+  const ranked = [...scores.values()].map((entry) => ({
+    result: entry.result,
+    score: entry.score * (entry.hits / words.length) ** 2,
+  }));
+  const results = ranked.sort((a, b) => b.score - a.score).map((entry) => entry.result);
   return { results };
 }
 
