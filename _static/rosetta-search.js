@@ -83,7 +83,7 @@ document.addEventListener("DOMContentLoaded", async () => {
       return;
     }
     const found = await rank(pagefind, query, pair ? { filters: { pair } } : {});
-    const shown = await Promise.all(found.results.slice(0, 20).map((r) => r.data()));
+    const shown = await Promise.all(found.results.slice(0, 10).map((r) => r.data()));
     if (number !== asked) return; // a later query has started
     out.replaceChildren();
     const list = document.createElement("ul");
