@@ -10,61 +10,36 @@ table, a script from a CDN).
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 import os
 import shutil
-import threading
 import urllib.request
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from rosetta_book.bench.search import (
+    browser_missing,
+    chrome_options,
+    serve_site,
+)
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
 
 HTML = os.environ.get("ROSETTA_BOOK_HTML")
-WIDTH, HEIGHT = 1280, 900
 #: At most this share of a page's code blocks may scroll (a line that cannot be broken).
 SCROLLING_CODE_SHARE = 0.0  # none: the book's code is formatted to the box's 79 columns
-
-
-def browser_missing() -> str | None:
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed"
-    for program in ("chromium", "chromedriver"):
-        if not shutil.which(program):
-            return f"no {program} on this machine (make test installs it with apt-get where it may)"
-    return None
 
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def serve():
     """Serve folders on 127.0.0.1 (a free port); returns a function folder -> base URL."""
-    servers = []
-
-    def start(folder: Path) -> str:
-        handler = functools.partial(_QuietHandler, directory=str(folder))
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}/"
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    with contextlib.ExitStack() as servers:
+        yield lambda folder: servers.enter_context(serve_site(Path(folder)))
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +47,7 @@ def browser():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--disable-dev-shm-usage", f"--window-size={WIDTH},{HEIGHT}",
-                     # The network blocked: any host but this machine's fails to resolve.
-                     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
-        options.add_argument(argument)
+    options = chrome_options()  # the network blocked: any host but this machine's fails to resolve
     options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     driver.set_page_load_timeout(60)

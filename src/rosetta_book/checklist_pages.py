@@ -5,9 +5,8 @@ of the twenty directed pairs of frameworks; a reader reads one. The built page c
 pair it opens with (PyTorch to TensorFlow) and, for each other pair, an empty block that
 names its file; the checklist's script (``_static/rosetta-checklist.js``) loads a pair's
 file when a reader chooses it. A file is a script that hands its list to the page, so the
-checklist works where the site is opened from disk (``file://``) as well as served.
-
-    python -m rosetta_book.checklist_pages _build/html     # what the build does at its end
+checklist works where the site is opened from disk (``file://``) as well as served. The
+build's Sphinx extension splits the page at its end.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 #: The checklist's page in the built site, and the folder its pairs' files go to.
@@ -114,21 +112,3 @@ def checklist_blocks(site: Path) -> dict[tuple[str, str], str]:
             raise ChecklistPagesError(f"{path}: holds the pair {source} to {target}, not {pair[0]} to {pair[1]}")
         blocks[pair] = body
     return blocks
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m rosetta_book.checklist_pages SITE_FOLDER", file=sys.stderr)
-        return 2
-    try:
-        moved = split_checklist(Path(argv[0]))
-    except ChecklistPagesError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"the checklist loads {moved} pairs from {Path(argv[0]) / FOLDER}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

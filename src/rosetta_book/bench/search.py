@@ -269,15 +269,10 @@ def browser_missing() -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def open_browser():
-    """Headless Chromium at 1280x900 through Selenium, every host but 127.0.0.1 blocked, with
-    the observer that times searches installed in every page it opens."""
-    reason = browser_missing()
-    if reason:
-        raise BrowserMissing(reason)
+def chrome_options():
+    """Headless Chromium's options at 1280x900 with every host but 127.0.0.1 blocked: any
+    other host fails to resolve, so a page that reaches out shows it."""
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
@@ -286,7 +281,20 @@ def open_browser():
                      "--disable-dev-shm-usage", f"--window-size={WIDTH},{HEIGHT}",
                      "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    return options
+
+
+@contextlib.contextmanager
+def open_browser():
+    """Headless Chromium through Selenium (:func:`chrome_options`), with the observer that
+    times searches installed in every page it opens."""
+    reason = browser_missing()
+    if reason:
+        raise BrowserMissing(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=chrome_options())
     try:
         driver.set_page_load_timeout(60)
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": OBSERVER})
