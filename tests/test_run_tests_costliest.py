@@ -30,3 +30,20 @@ def test_without_a_ledger_the_test_processes_alone_are_listed(tmp_path):
     jobs = [run_tests.Job("current", ["tests/test_a.py"], 1.0, "python", {}, seconds=2.0)]
     assert run_tests.costliest(jobs, tmp_path / "missing.json") == [(2.0, "test process current: test_a.py")]
     assert run_tests.costliest(jobs, None) == [(2.0, "test process current: test_a.py")]
+
+
+def test_the_report_ends_with_each_failed_test_and_its_message(tmp_path, capsys):
+    junit = tmp_path / "01-current.xml"
+    junit.write_text('<testsuite><testcase classname="tests.test_a" name="test_ok" time="0.1"/>'
+                     '<testcase classname="tests.test_a" name="test_bad" time="0.2">'
+                     '<failure message="AssertionError: 3 != 4&#10;second line">trace</failure>'
+                     '</testcase></testsuite>')
+    log = tmp_path / "01-current.log"
+    log.write_text("1 failed, 1 passed\n")
+    job = run_tests.Job("current", ["tests/test_a.py"], 1.0, "python", {}, seconds=2.0,
+                        returncode=1, output=log, junit=junit)
+    job.tests = run_tests.read_junit(junit)
+    assert run_tests.report([job]) is False
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-3:] == ["failed tests (1):", "  tests.test_a::test_bad: AssertionError: 3 != 4",
+                          "2 tests (1 passed, 0 skipped, 1 failed, in 1 pytest processes)"]

@@ -130,15 +130,16 @@ def read_junit(path: Path) -> list[dict]:
         return []
     cases = []
     for case in ET.parse(path).getroot().iter("testcase"):
-        outcome = "passed"
+        outcome, message = "passed", ""
         for child in case:
             if child.tag in ("failure", "error"):
-                outcome = "failed"
+                outcome, message = "failed", (child.get("message") or "").partition("\n")[0]
             elif child.tag == "skipped":
                 outcome = "skipped"
         cases.append({"id": f"{case.get('classname', '')}::{case.get('name', '')}",
                       "file": case.get("file") or case.get("classname", "").replace(".", "/") + ".py",
-                      "seconds": float(case.get("time") or 0), "outcome": outcome})
+                      "seconds": float(case.get("time") or 0), "outcome": outcome,
+                      "message": message})
     return cases
 
 
@@ -216,6 +217,13 @@ def report(jobs: list[Job], verdicts: Path | None = None) -> bool:
               f"{sum(job.seconds for job in mine):.0f} process-seconds over {span:.0f} s")
     tested = (f"{len(tests)} tests ({found['passed']} passed, {found['skipped']} skipped, "
               f"{found['failed']} failed, in {len(jobs)} pytest processes)")
+    failed = [test for test in tests if test["outcome"] == "failed"]
+    if failed:  # last, where a log's tail shows them
+        print(f"failed tests ({len(failed)}):")
+        for test in failed[:10]:
+            print(f"  {test['id']}: {test['message'][:160]}")
+        if len(failed) > 10:
+            print(f"  and {len(failed) - 10} more (each process's log is in {jobs[0].output.parent})")
     print(f"{gated_line(verdicts)}; {tested}" if verdicts is not None else tested)
     return not failed_jobs and found["failed"] == 0 and bool(tests)
 
