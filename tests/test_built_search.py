@@ -72,9 +72,9 @@ def test_a_row_search_lands_on_links_to_its_overview_line_and_back(browser):
     driver, base = browser
     driver.get(f"{base}book/tables/layers.html#tables-layers-conv-valid")
     back = driver.execute_script(
-        "const a = document.querySelector('#conv-2-d-valid .rosetta-overview-link'); return a && a.hash")
+        "const a = document.querySelector('#conv-2-d-valid-no-padding .rosetta-overview-link'); return a && a.hash")
     assert back == "#overview-tables-layers-conv-valid"
-    driver.execute_script("document.querySelector('#conv-2-d-valid .rosetta-overview-link').click()")
+    driver.execute_script("document.querySelector('#conv-2-d-valid-no-padding .rosetta-overview-link').click()")
     top, height, forth = driver.execute_script(
         "const row = document.getElementById('overview-tables-layers-conv-valid');"
         " return [row.getBoundingClientRect().top, window.innerHeight, row.querySelector('a').hash]")
