@@ -91,6 +91,26 @@ def test_every_task_lists_settings_with_reasons_for_all_five():
         assert any(a.env for a in TASKS["imdb"].alternatives[framework].values()), framework
 
 
+def test_every_variable_a_pages_tab_sets_is_also_timed_at_another_value():
+    """A tab that sets a start-up variable in its code (os.environ.setdefault, as MXNet's IMDB
+    tab chooses the synchronous engine) keeps that choice measured: the benchmark lists an
+    alternative that sets the same variable otherwise, in a process of its own."""
+    from rosetta_book.page import Page
+
+    setdefault = re.compile(r'os\.environ\.setdefault\(\s*"([A-Z_]+)",\s*"([^"]+)"')
+    checked = 0
+    for task in TASKS.values():
+        page = Page.read(ROOT / task.page)
+        for framework, alternatives in task.alternatives.items():
+            code = "\n".join(source for _, source in page.code_cells(page.framework_part(framework)))
+            for variable, value in setdefault.findall(code):
+                others = [name for name, a in alternatives.items()
+                          if not a.dropped and variable in a.env and a.env[variable] != value]
+                assert others, f"{task.name} ({framework}): {variable}={value} is never timed otherwise"
+                checked += 1
+    assert checked >= 1  # the IMDB page's MXNet engine
+
+
 def test_the_pages_configuration_is_the_alternative_its_builder_defaults_to_in_its_own_environment():
     def make_training(dropout=0.5, channels_last=True):
         pass
