@@ -138,3 +138,24 @@ def test_an_id_outside_the_table_raises_or_reads_the_row_the_page_says(parts, co
                 assert np.isnan(got[0, 1]).all() and not np.isnan(got[0, [0, 2]]).any(), framework
             else:
                 np.testing.assert_array_equal(got, rows[meant], err_msg=framework)
+
+
+def test_the_transposed_conv_row_states_flaxs_kernel_layouts_as_the_installed_flax_holds_them():
+    """Issue 51: the row said Flax takes (h, w, out, in), which holds only with
+    transpose_kernel=True. Read both layouts from the installed Flax and find each in the
+    row's prose with its condition."""
+    from flax import nnx
+
+    axes = {2: "in", 3: "out"}  # a layer of 2 channels in and 3 out
+
+    def layout(**options):
+        layer = nnx.ConvTranspose(2, 3, kernel_size=(5, 5), rngs=nnx.Rngs(0), **options)
+        return "(h, w, " + ", ".join(axes[n] for n in layer.kernel[...].shape[2:]) + ")"
+
+    default, transposed = layout(), layout(transpose_kernel=True)
+    assert default != transposed
+    text = PAGE.read_text(encoding="utf-8")
+    row = text[text.index("(tables-layers-conv-transpose)="):]
+    prose = " ".join(row[:row.index("```")].split())
+    assert f"`nnx.ConvTranspose` holds `{default}` by default" in prose, prose
+    assert f"with `transpose_kernel=True` it holds `{transposed}`" in prose, prose
