@@ -99,3 +99,35 @@ def test_a_needless_condition_stops_the_page(tmp_path, parts):
 
 def test_every_concept_runs_in_all_five_frameworks_and_is_checked(comparison):
     assert_every_concept_checked(comparison["checks"], PROMISED_CONCEPTS)
+
+
+def test_the_unbiased_variance_row_says_what_the_installed_mxnet_computes_with_ddof():
+    """Issue 51: the row said MXNet needs the factor n / (n - 1) by hand, true only of
+    `mx.nd`: the installed MXNet's `mx.np.var` and `mx.np.std` take `ddof=1`. Measured in
+    MXNet's own environment, and the row must say so."""
+    import subprocess
+
+    from conftest import AVAILABLE
+    from rosetta_book.environments import python_for
+
+    if "mxnet" not in AVAILABLE:
+        pytest.skip("MXNet is not selected")
+    code = (
+        "import numpy as np\n"
+        "np.bool = bool\n"
+        "import mxnet as mx\n"
+        "x = np.random.default_rng(0).normal(size=(3, 5)).astype(np.float32)\n"
+        "for axis in (0, -1):\n"
+        "    var = mx.np.var(mx.np.array(x), axis=axis, ddof=1).asnumpy()\n"
+        "    std = mx.np.std(mx.np.array(x), axis=axis, ddof=1).asnumpy()\n"
+        "    assert np.allclose(var, x.astype(np.float64).var(axis=axis, ddof=1), rtol=1e-5), axis\n"
+        "    assert np.allclose(std, x.astype(np.float64).std(axis=axis, ddof=1), rtol=1e-5), axis\n"
+        "print('unbiased')\n"
+    )
+    done = subprocess.run([python_for("mxnet"), "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "unbiased", done.stderr[-2000:]
+    text = PAGE.read_text(encoding="utf-8")
+    row = text[text.index("(tables-tensors-var-unbiased)="):]
+    prose = " ".join(row[:row.index("```")].split())
+    assert "MXNet's NumPy interface takes `ddof=1`" in prose, prose
+    assert "TensorFlow, MXNet and Chainer need" not in prose, prose
