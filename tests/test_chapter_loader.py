@@ -173,3 +173,31 @@ def test_parts_the_build_executed_are_taken_from_its_cache_and_changed_code_runs
     assert started == [], "the part ran again although the build had executed the same code"
     path.write_text(text.replace("np.arange(3)", "np.arange(4)"))
     assert np.array_equal(run_framework_part(path, "jax")["x"], np.arange(4)) and len(started) == 1
+
+
+def test_parts_side_by_side_overlap_only_in_their_processes(write_page, monkeypatch):
+    """Two parts' threads never read the page or the build's cache at once: CPython 3.11
+    fails two ``ast`` parses at once ("AST constructor recursion depth mismatch"), which
+    broke a legacy test process. A slow stand-in for the cache lookup shows whether two
+    threads were ever inside together."""
+    import threading
+    import time
+
+    from rosetta_book import chapter
+
+    inside, overlapped, lock = [], [], threading.Lock()
+
+    def slow_lookup(page, framework):
+        with lock:
+            inside.append(framework)
+            overlapped.append(len(inside) > 1)
+        time.sleep(0.3)
+        with lock:
+            inside.remove(framework)
+        return {"framework": framework}
+
+    monkeypatch.setattr(chapter, "_from_the_build", slow_lookup)
+    path = write_page("overlap.md", PAGE)
+    results = run_framework_parts(path, ["pytorch", "jax"], at_once=2)
+    assert results == {"pytorch": {"framework": "pytorch"}, "jax": {"framework": "jax"}}
+    assert overlapped == [False, False]

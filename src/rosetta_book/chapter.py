@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -154,14 +155,23 @@ def _from_the_build(page: Page, framework: str) -> dict[str, Any] | None:
         return load_tab_results(results)[framework].as_dict()
 
 
+#: Held by :func:`run_framework_part` for all it does in this process, so that the threads
+#: of :func:`run_framework_parts` overlap only in waiting for their processes: CPython 3.11
+#: (the legacy frameworks' Python) keeps one ``ast`` recursion count per interpreter, and
+#: any two parses at once can fail (:mod:`rosetta_book.python_source`), including those
+#: the standard library and the cache's libraries make on their own (``inspect.signature``).
+_ONE_THREAD = threading.Lock()
+
+
 def run_framework_part(path: str | Path, framework: str, timeout: float | None = None) -> dict[str, Any]:
     """Run ``framework``'s part of the page in a fresh Python process, where every other
     framework's import fails, as in the book build; return its tab results. Where
     ``ROSETTA_BUILD_CACHE`` names a build that executed the same code under the same
     conditions, its results are taken from there (see :data:`BUILD_CACHE_VARIABLE`)."""
-    page = _read(path)
-    page.check_framework(framework)
-    built = _from_the_build(page, framework)
+    with _ONE_THREAD:
+        page = _read(path)
+        page.check_framework(framework)
+        built = _from_the_build(page, framework)
     if built is not None:
         return built
     with tempfile.TemporaryDirectory(prefix="rosetta-part-") as folder:
@@ -175,7 +185,8 @@ def run_framework_part(path: str | Path, framework: str, timeout: float | None =
             lines = [line for line in done.stderr.splitlines() if line.strip()]
             reason = next((line for line in reversed(lines) if "ChapterError" in line), "\n".join(lines[-20:]))
             raise ChapterError(f"the {framework} part of {page.path} failed in its own process: {reason}")
-        return load_tab_results(folder)[framework].as_dict()
+        with _ONE_THREAD:
+            return load_tab_results(folder)[framework].as_dict()
 
 
 def run_framework_parts(path: str | Path, frameworks: Iterable[str], timeout: float | None = None,

@@ -452,7 +452,7 @@ def harness_names(text: str, page: Page, framework: str, prose: str, parameters:
     (nor a grid parameter): a name bound to a value its code does bind reads as that value
     already (:class:`_ReadersWords`)."""
     try:
-        tree = ast.parse(f"_({text})" if re.match(r"^\w+=", text) else text, mode="eval")
+        tree = parse(f"_({text})" if re.match(r"^\w+=", text) else text, mode="eval")
     except SyntaxError:
         return []
     modules, shared = _modules(page) | set(dir(builtins)), _shared_names(page)

@@ -15,7 +15,7 @@ import threading
 _LOCK = threading.Lock()
 
 
-def parse(source: str, filename: str = "<unknown>") -> ast.Module:
-    """``ast.parse(source)``, one thread at a time."""
+def parse(source: str, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
+    """``ast.parse(source, filename, mode)``, one thread at a time."""
     with _LOCK:
-        return ast.parse(source, filename=filename)
+        return ast.parse(source, filename=filename, mode=mode)
