@@ -142,3 +142,29 @@ def test_calls_without_checks_are_refused(tmp_path):
     with pytest.raises(ChecklistError, match="concept 'extra' has calls but no checks"):
         record_table("tables/t.md", "Tiny", checks, {"plain": CALLS["plain"], "extra": CALLS["plain"]},
                      folder=tmp_path)
+
+
+def test_a_call_that_raises_is_an_error_even_where_it_returns_several_arrays(tmp_path):
+    """A tab that returns two arrays leaves two empty ones where its call raised (the
+    batch-norm-while-training row at batch 1 in PyTorch): the pair is an error, raised by
+    that framework, never a silent difference "in shape"."""
+    reference = [(np.arange(c.size) * 1.0, np.ones(1)) for c in CASES]
+    refused = [(np.empty(0), np.empty(0)) if c.size == 6 else pair for c, pair in zip(CASES, reference)]
+    runs = {"pytorch": {"outputs": {"raises": refused}}, "tensorflow": {"outputs": {"raises": reference}},
+            "jax": {"outputs": {"raises": reference}}}
+    checks = check_concepts("tables/t.md", runs, {"raises": reference}, grids={"raises": CASES},
+                            conditions={"raises": {"pytorch": "size != 6"}})
+    record_table("tables/t.md", "Tiny", checks, {"raises": CALLS["raises"]}, folder=tmp_path)
+    (row,) = load_tables(tmp_path)[0]["rows"]
+    assert trap_cost(row, "tensorflow", "pytorch") == ("error", "PyTorch raises on 1 of 3 cases (e.g. size 6)")
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda value, case: value * 2, "by up to 5"),
+    (lambda value, case: np.where(value > 2, np.nan, value), "with NaN in one of the two"),
+    (lambda value, case: value[:-1], "in shape"),
+])
+def test_a_difference_is_labelled_by_what_differs(tmp_path, change, said):
+    tables = record(tmp_path, {("shifted", "tensorflow"): change})
+    (row,) = [r for r in tables[0]["rows"] if r["concept"] == "shifted"]
+    assert trap_cost(row, "pytorch", "tensorflow") == ("silent", f"differs on every case checked (3), {said}")

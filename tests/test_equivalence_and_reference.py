@@ -95,3 +95,11 @@ def test_a_floor_covers_rounding_where_the_scale_says_nothing():
     assert bound_ratios({"w": 0.0}, {"w": 0.0}, relative=1e-3) == {"w": 0.0}
     with pytest.raises(ValueError, match="different tensors"):
         bound_ratios({"a": 0.0}, {"b": 1.0}, relative=1e-3)
+
+
+def test_the_same_nan_or_infinity_at_the_same_place_is_agreement():
+    """Both results NaN (or the same infinity) at one place agree there; a NaN against a
+    number is still NaN, an infinity against a number infinite."""
+    assert max_abs_difference(np.array([np.nan, 1.0, np.inf]), np.array([np.nan, 1.5, np.inf])) == 0.5
+    assert np.isnan(max_abs_difference(np.array([np.nan, 1.0]), np.array([2.0, 1.0])))
+    assert max_abs_difference(np.array([-np.inf, 1.0]), np.array([np.inf, 1.0])) == np.inf

@@ -125,10 +125,17 @@ def _cell(entry: Mapping[str, Any]) -> str:
     return f"{calls}: {entry['verdict']}" if calls else entry["verdict"]
 
 
-def _by(largest: float, unit: str = "") -> str:
-    if largest == float("inf"):
-        return "in shape"
-    return f"by {largest:g} {unit}" if unit else f"by up to {largest:.2g}"
+def _by(pair: Mapping[str, Any], unit: str = "") -> str:
+    """How the cases that differ differ, from the pair's record: by how much where both
+    give finite values of one shape, "with NaN" where one gives NaN and the other a
+    number, "in shape" where their shapes or structures differ."""
+    found = []
+    if "values" in pair["differs_in"]:
+        largest = pair["largest_value"]
+        found.append(f"by {largest:g} {unit}" if unit else f"by up to {largest:.2g}")
+    found += [{"NaN": "with NaN in one of the two", "shape": "in shape"}[kind]
+              for kind in pair["differs_in"] if kind != "values"]
+    return ", and ".join(found)
 
 
 def trap_cost(row: Mapping[str, Any], source: str, target: str) -> tuple[str, str] | None:
@@ -152,10 +159,10 @@ def trap_cost(row: Mapping[str, Any], source: str, target: str) -> tuple[str, st
         raise ChecklistError(f"{row['title']}: {source} was not compared with {target}")
     if pair["differs"] == pair["cases"]:
         shown = f" ({pair['cases']})" if pair["cases"] > 1 else ""
-        return "silent", f"differs on every case checked{shown}, {_by(pair['largest'], mine.get('unit', ''))}"
+        return "silent", f"differs on every case checked{shown}, {_by(pair, mine.get('unit', ''))}"
     if pair["differs"]:
         return "condition", (f"differs on {pair['differs']} of {pair['cases']} cases "
-                             f"(e.g. {pair['differs_at']}), {_by(pair['largest'], mine.get('unit', ''))}")
+                             f"(e.g. {pair['differs_at']}), {_by(pair, mine.get('unit', ''))}")
     if pair["raises"]:
         who = " and ".join(FRAMEWORK_TITLES[name] for name in pair["raised_by"])
         return "error", f"{who} raises on {pair['raises']} of {pair['cases']} cases (e.g. {pair['raises_at']})"

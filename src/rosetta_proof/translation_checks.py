@@ -106,11 +106,23 @@ class PairDifference:
     raises: int = 0
     raised_by: tuple[str, ...] = ()
     raises_at: str = ""
+    #: How the cases that differ differ: "values" (both finite, same shapes), "NaN" (one
+    #: has NaN where the other does not) or "shape" (another shape or structure).
+    differs_in: tuple[str, ...] = ()
+    #: The largest difference among the cases that differ in values only.
+    largest_value: float = 0.0
 
 
 def _raised(result: Any) -> bool:
-    """A part's result for a case on which its call raised: an empty array."""
-    return isinstance(result, np.ndarray) and result.size == 0
+    """A part's result for a case on which its call raised: an empty array, or a tuple,
+    list or dict of nothing else (a call that returns several arrays)."""
+    if isinstance(result, np.ndarray):
+        return result.size == 0
+    if isinstance(result, (tuple, list)):
+        return bool(result) and all(_raised(item) for item in result)
+    if isinstance(result, Mapping):
+        return bool(result) and all(_raised(item) for item in result.values())
+    return False
 
 
 def compare_pair(framework: str, other: str, got: Any, theirs: Any, cases: Sequence[Case] | None,
@@ -119,6 +131,7 @@ def compare_pair(framework: str, other: str, got: Any, theirs: Any, cases: Seque
     pairs = [(got, theirs)] if cases is None else list(zip(got, theirs))
     names = [""] if cases is None else [str(case) for case in cases]
     differs, raises, largest, differs_at, raises_at, raised_by = 0, 0, 0.0, "", "", set()
+    kinds, largest_value = set(), 0.0
     for name, (mine, yours) in zip(names, pairs):
         if _raised(mine) or _raised(yours):
             if _raised(mine) != _raised(yours):
@@ -134,8 +147,12 @@ def compare_pair(framework: str, other: str, got: Any, theirs: Any, cases: Seque
             differs += 1
             largest = max(largest, _size(difference))
             differs_at = differs_at or name
+            kind = "NaN" if math.isnan(difference) else "shape" if math.isinf(difference) else "values"
+            kinds.add(kind)
+            if kind == "values":
+                largest_value = max(largest_value, difference)
     return PairDifference(other, len(pairs), differs, largest, differs_at, raises, tuple(sorted(raised_by)),
-                          raises_at)
+                          raises_at, tuple(sorted(kinds)), largest_value)
 
 
 def _outputs_of(run: Any) -> Mapping[str, Any]:
