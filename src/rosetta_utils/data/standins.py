@@ -69,7 +69,8 @@ def synthetic_cifar10(
             stop = min(start + block, n)
             m = stop - start
             chunk, grain = x[start:stop], noise[:m]
-            np.take(bank, labels[start:stop] * n_shifts + rng.integers(0, n_shifts, size=m), axis=0, out=chunk)
+            np.take(bank, labels[start:stop] * n_shifts + rng.integers(0, n_shifts, size=m), axis=0, out=chunk,
+                    mode="clip")  # the indices are in range; "raise" would copy through a buffer
             contrast = rng.uniform(0.7, 0.9, size=(m, 1, 1, 1)).astype(np.float32)
             chunk *= contrast
             rng.random(out=grain, dtype=np.float32)
