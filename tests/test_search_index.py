@@ -71,6 +71,7 @@ def test_identifiers_are_indexed_by_their_parts_too():
     assert identifier_parts("nn.BatchNorm2d and ignore_index, but not padding") == (
         "nn batch norm 2 d batchnorm2d batchnorm · ignore index")
     assert identifier_parts("plain words only") == ""
+    assert identifier_parts("torch.nn.functional.relu").endswith("nn.functional.relu functional.relu")
 
 
 def test_the_checklist_pairs_become_each_rows_filter():

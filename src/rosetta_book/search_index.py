@@ -83,7 +83,8 @@ class Record:
 def identifier_parts(text: str) -> str:
     """The parts of the text's compound identifiers, each identifier's parts once:
     `ignore_index` gives "ignore index ignore_index", `nn.BatchNorm2d` "nn batch norm 2 d
-    batchnorm2d batchnorm"."""
+    batchnorm2d batchnorm"; a name of three dotted parts or more also gives its shorter
+    dotted names, as readers write them: `torch.nn.Linear` "nn.linear" too."""
     seen, out = set(), []
     for name in IDENTIFIER.findall(text):
         pieces = [piece for piece in re.split(r"[._]+", name) if piece]
@@ -92,7 +93,10 @@ def identifier_parts(text: str) -> str:
             continue  # a plain word is indexed as it is
         seen.add(name)
         glued = [re.sub(r"\d.*$", "", piece).lower() for piece in pieces]  # BatchNorm2d: batchnorm
-        out.append(" ".join(dict.fromkeys(word for word in words + [p.lower() for p in pieces] + glued if word)))
+        dotted = name.lower().split(".")
+        shorter = [".".join(dotted[start:]) for start in range(1, len(dotted) - 1)]
+        out.append(" ".join(dict.fromkeys(word for word in words + [p.lower() for p in pieces] + glued + shorter
+                                          if word)))
     return " · ".join(out)
 
 
