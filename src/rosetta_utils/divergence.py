@@ -377,10 +377,16 @@ def check_alignment(first: Mapping[str, np.ndarray], second: Mapping[str, np.nda
 def _difference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
     """Each value's absolute difference (0 where both runs hold the same NaN or infinity,
     inf where only one is not finite), and the largest magnitude among the finite values."""
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: handled below
+        difference = np.asarray(np.subtract(a, b, dtype=np.float64))  # each pair in float64, no copies
+        all_finite = bool(np.isfinite(difference.sum()))  # a NaN or inf anywhere stays in the sum
+    if all_finite:  # every value of both finite: the common case
+        scale = max(float(a.max()), -float(a.min()), float(b.max()), -float(b.min()), 0.0) if a.size else 0.0
+        return np.abs(difference, out=difference), scale
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     finite = np.isfinite(a64) & np.isfinite(b64)
     both_same = ~finite & ((a64 == b64) | (np.isnan(a64) & np.isnan(b64)))
-    difference = np.where(finite, np.abs(np.where(finite, a64 - b64, 0.0)), np.inf)
+    difference = np.where(finite, np.abs(difference), np.inf)
     difference[both_same] = 0.0
     scale = max(float(np.max(np.abs(a64[finite]), initial=0.0)), float(np.max(np.abs(b64[finite]), initial=0.0)))
     return difference, scale
