@@ -23,7 +23,6 @@ these functions, so a comparison sees the same values in both.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
@@ -158,11 +157,10 @@ def save_tab_results(results: Mapping[str, Any], folder: str | Path, framework: 
     folder.mkdir(parents=True, exist_ok=True)
     target = results_file(folder, framework)
     partial = folder / f"{framework}.partial"
-    buffer = io.BytesIO()
     members = {f"a{index}": array for index, array in enumerate(arrays)}
     members[_STRUCTURE] = np.array(json.dumps(structure, allow_nan=False))
-    np.savez(buffer, **members)
-    partial.write_bytes(buffer.getvalue())
+    with open(partial, "wb") as handle:  # straight to the file: no second copy in memory
+        np.savez(handle, **members)
     os.replace(partial, target)
     return target
 
