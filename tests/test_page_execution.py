@@ -139,6 +139,7 @@ def test_the_cache_fingerprint_follows_what_a_part_runs_and_only_that(tmp_path, 
     assert edit("src/rosetta_utils/timing.py")
     assert edit("src/rosetta_book/downloads.py")
     assert edit("src/rosetta_book/one_framework/sitecustomize.py")
+    assert edit("src/rosetta_book/python_source.py")  # imported by downloads and the clock scan
     assert edit("environments/legacy.txt")
 
 

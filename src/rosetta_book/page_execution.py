@@ -552,16 +552,45 @@ def execute_page(page: Page, frameworks: Iterable[str], cache: Any | None = None
     return executed
 
 
-#: The engine's modules that decide what a part runs and how: the notebook it executes
-#: (page, downloads), its kernel, folder and guard (environments, one_framework, this
-#: module), and what the comparisons read of the page (decisive_calls). The Sphinx adapter, the loader, bench and the device check do not.
-EXECUTION_MODULES = ("page.py", "downloads.py", "page_execution.py", "environments.py", "one_framework",
-                     "decisive_calls.py")
+def execution_modules(engine: Path | None = None) -> list[Path]:
+    """This module and every module of the engine it imports, directly or through another
+    (imports inside functions included; a package whole, as the kernel's guard
+    ``one_framework`` is used whole): what decides what a part runs and how. Derived from
+    the imports, so a module the execution starts to use is in the cache key at once; the
+    Sphinx adapter, the loader, the benchmark and the device check are not imported here."""
+    import ast
+
+    from .python_source import parse
+
+    engine = engine or Path(__file__).parent
+    found: set[Path] = set()
+    waiting = [engine / "page_execution.py"]
+    while waiting:
+        path = waiting.pop()
+        if path in found:
+            continue
+        found.add(path)
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level == 1:
+                names = [node.module] if node.module else [alias.name for alias in node.names]
+            elif node.level == 0 and (node.module or "").startswith(f"{engine.name}."):
+                names = [node.module.split(".", 1)[1]]
+            else:
+                continue
+            for name in names:
+                first = name.split(".")[0]
+                if (engine / first).is_dir():
+                    waiting.extend(sorted((engine / first).rglob("*.py")))
+                elif (engine / f"{first}.py").is_file():
+                    waiting.append(engine / f"{first}.py")
+    return sorted(found)
 
 
 def helpers_fingerprint() -> str:
     """A digest of the source files of the reader's library ``rosetta_utils``, of the proof
-    library ``rosetta_proof``, of the engine's :data:`EXECUTION_MODULES` and of the
+    library ``rosetta_proof``, of the engine's :func:`execution_modules` and of the
     environments' constraints: the pages' outputs depend on them too."""
     import rosetta_proof
     import rosetta_utils
@@ -571,8 +600,7 @@ def helpers_fingerprint() -> str:
     engine = Path(__file__).parent
     folders = {package.__name__: Path(package.__file__).parent for package in (rosetta_utils, rosetta_proof)}
     sources = {name: sorted(folder.rglob("*.py")) for name, folder in folders.items()}
-    sources[engine.name] = sorted(path for name in EXECUTION_MODULES for path in
-                                  ([engine / name] if name.endswith(".py") else (engine / name).rglob("*.py")))
+    sources[engine.name] = execution_modules(engine)
     folders[engine.name] = engine
     digest = hashlib.sha256()
     for package, paths in sources.items():
