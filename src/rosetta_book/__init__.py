@@ -1,8 +1,9 @@
 """The Rosetta book's build engine: pages, parts, kernels, caches, downloads, Sphinx.
 
 What a page's reader needs lives in :mod:`rosetta_utils` (data sets, weight
-layouts, verdicts, tables, timing); this package builds the book around it and
-is never imported by a page:
+layouts and checkpoints, recorders, the divergence command, timing); what only
+the book's proofs need in :mod:`rosetta_proof` (verdicts, tables, the checklist).
+This package builds the book around both and is never imported by a tab:
 
 - :mod:`.page`: a page's cells and their roles (shared, framework, comparison);
 - :mod:`.downloads`: each framework's part of a page as a notebook and a script;
@@ -20,7 +21,7 @@ is never imported by a page:
 - :mod:`.bench`, :mod:`.gpu_check` and :mod:`.gpu_lessons`: the benchmark, the
   device check and the GPU lessons' measurements it runs.
 
-It imports :mod:`rosetta_utils`; :mod:`rosetta_utils` never imports it.
+It imports :mod:`rosetta_utils` and :mod:`rosetta_proof`; neither imports it.
 """
 
 __version__ = "0.2.0"

@@ -176,10 +176,6 @@ def layout(model: str, framework: str) -> list[Move]:
     return _LAYOUTS[model](framework)
 
 
-def native_keys(model: str, framework: str) -> list[str]:
-    return [key for move in layout(model, framework) for key in move.native]
-
-
 # --- Keras's file: which group holds which layer ------------------------------------------
 
 
