@@ -45,6 +45,8 @@ from typing import Any, Iterable
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
 from rosetta_utils.frameworks import UnknownFrameworkError, parse_framework_list
 
+from .python_source import bound_and_read
+
 #: Tag of the cells that only compare frameworks.
 COMPARISON = "comparison"
 #: Tag, beside a framework's, of a cell that computes only what the comparisons read.
@@ -285,8 +287,6 @@ class Page:
     def _check_for_comparison(self, framework: str) -> None:
         """Refuse a later cell of ``framework``'s part that reads a name a
         ``for-comparison`` cell binds: the download runs that cell last."""
-        from .unread_lines import bound_and_read
-
         moved: dict[str, int] = {}
         for index in self.framework_part(framework):
             cell = self.notebook.cells[index]

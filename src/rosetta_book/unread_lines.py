@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import ast
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from .python_source import parse
+from .python_source import bound_names, code_of, definition_bodies, parse, read_names
 
 
 @dataclass(frozen=True)
@@ -41,83 +40,6 @@ class UnreadStatement:
     text: str  # its first line
 
 
-def _code_of(source: str) -> str:
-    """A cell's source with IPython's magics and shell lines blanked (same line numbers)."""
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
-
-
-def _target_names(node: ast.AST) -> set[str]:
-    return {child.id for child in ast.walk(node) if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store)}
-
-
-def _bound_names(statement: ast.stmt) -> set[str]:
-    """The module-level names ``statement`` binds (not those of a body it defines)."""
-    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {statement.name}
-    if isinstance(statement, (ast.Import, ast.ImportFrom)):
-        return {(alias.asname or alias.name).split(".")[0] for alias in statement.names if alias.name != "*"}
-    if isinstance(statement, ast.Assign):
-        return set().union(*(_target_names(target) for target in statement.targets))
-    if isinstance(statement, (ast.AnnAssign, ast.AugAssign)):
-        return _target_names(statement.target)
-    if isinstance(statement, (ast.For, ast.AsyncFor)):
-        names = _target_names(statement.target)
-        for child in statement.body + statement.orelse:
-            names |= _bound_names(child)
-        return names
-    if isinstance(statement, (ast.With, ast.AsyncWith)):
-        names = set().union(*(_target_names(item.optional_vars) for item in statement.items
-                              if item.optional_vars is not None))
-        for child in statement.body:
-            names |= _bound_names(child)
-        return names
-    if isinstance(statement, (ast.If, ast.While, ast.Try)):
-        names = set()
-        for block in ("body", "orelse", "finalbody"):
-            for child in getattr(statement, block, []):
-                names |= _bound_names(child)
-        for handler in getattr(statement, "handlers", []):
-            for child in handler.body:
-                names |= _bound_names(child)
-        return names
-    return set()
-
-
-def _read_names(node: ast.AST) -> set[str]:
-    """Every name ``node`` reads, and every attribute or global it names (a ``global``
-    statement in a function reads the module-level name it rebinds)."""
-    found = set()
-    for child in ast.walk(node):
-        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
-            found.add(child.id)
-        elif isinstance(child, (ast.Global, ast.Nonlocal)):
-            found |= set(child.names)
-        elif isinstance(child, ast.Constant) and isinstance(child.value, str) and "\n" in child.value:
-            # a worker's script written from a cell reads names by being formatted
-            found |= set(re.findall(r"\w+", child.value))
-    return found
-
-
-def _definition_bodies(statement: ast.stmt) -> Iterable[ast.AST]:
-    """The function and class bodies ``statement`` holds, at any depth."""
-    for child in ast.walk(statement):
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            yield child
-
-
-def bound_and_read(source: str) -> tuple[set[str], set[str]]:
-    """The module-level names a cell binds and every name it reads (function bodies
-    included); two empty sets for a cell that is not valid Python."""
-    try:
-        tree = parse(_code_of(source))
-    except SyntaxError:
-        return set(), set()
-    bound: set[str] = set()
-    for statement in tree.body:
-        bound |= _bound_names(statement)
-    return bound, _read_names(tree)
-
-
 def unread_statements(sources: list[str]) -> list[UnreadStatement]:
     """The top-level statements of ``sources`` (a download's code cells, in order) whose
     bound names nothing downstream reads (see the module docstring). A cell that is not
@@ -125,22 +47,22 @@ def unread_statements(sources: list[str]) -> list[UnreadStatement]:
     statements: list[tuple[int, ast.stmt, list[str]]] = []
     for cell, source in enumerate(sources):
         try:
-            tree = parse(_code_of(source))
+            tree = parse(code_of(source))
         except SyntaxError:
             continue
         lines = source.splitlines()
         statements += [(cell, statement, lines) for statement in tree.body]
     in_bodies: set[str] = set()
     for _, statement, _ in statements:
-        for body in _definition_bodies(statement):
-            in_bodies |= _read_names(body)
+        for body in definition_bodies(statement):
+            in_bodies |= read_names(body)
     # Walking backwards, the names read by every statement after the current one.
     read_later: set[str] = set()
     found = []
     for cell, statement, lines in reversed(statements):
-        bound = _bound_names(statement)
+        bound = bound_names(statement)
         if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom)):
-            bound -= _read_names(statement)  # a loop's or a block's own names, read inside it
+            bound -= read_names(statement)  # a loop's or a block's own names, read inside it
         bound = {name for name in bound if not name.startswith("_")}  # said to be unread
         if bound and not bound & (read_later | in_bodies):
             end = getattr(statement, "end_lineno", statement.lineno) or statement.lineno
@@ -149,7 +71,7 @@ def unread_statements(sources: list[str]) -> list[UnreadStatement]:
                 first = min(decorator.lineno for decorator in statement.decorator_list)
             found.append(UnreadStatement(cell, None, first, end - first + 1, tuple(sorted(bound)),
                                          lines[first - 1].strip() if first - 1 < len(lines) else ""))
-        read_later |= _read_names(statement)
+        read_later |= read_names(statement)
     return found[::-1]
 
 
