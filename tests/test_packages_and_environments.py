@@ -535,23 +535,41 @@ def test_resnet50s_layout_is_said_in_one_module():
 
 
 def test_one_name_per_meaning_among_the_public_names_of_src():
-    """No two modules of src/ define the same public function or class, except the
-    modules of one family that offer one interface each (a backend or a GRU converter per
-    framework, a recorder and a weight mover per framework, the GPU lessons per framework) and
-    each command's
-    ``main``."""
+    """No two modules of src/ define the same public function, class or module-level
+    constant, except the modules of the families that offer one interface per framework (a
+    backend, a GRU converter, a recorder, a weight mover, the GPU lessons: each says which
+    framework it is for, ``FRAMEWORK``) and each command's ``main``."""
     families = ("rosetta_utils/backends/", "rosetta_utils/gru/", "rosetta_utils/porting/", "rosetta_utils/recorders/",
                 "rosetta_book/gpu_lessons/")
     places: dict[str, list[str]] = {}
     for path in sorted((ROOT / "src").rglob("*.py")):
         where = str(path.relative_to(ROOT / "src"))
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
-                places.setdefault(node.name, []).append(where)
+        for name in public_names(path):
+            if where not in places.setdefault(name, []):
+                places[name].append(where)
     twice = {name: found for name, found in places.items() if len(found) > 1 and name != "main"
-             and not any(all(place.startswith(family) and place != family + "__init__.py" for place in found)
-                         for family in families)}
+             and not all(any(place.startswith(family) and place != family + "__init__.py" for family in families)
+                         for place in found)}
     assert twice == {}
+
+
+def public_names(path):
+    """The public functions, classes and module-level constants (UPPER_CASE, assigned:
+    an import of another module's constant is the same name, not a second one) a module defines."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            yield node.name
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Name) and re.fullmatch(r"[A-Z][A-Z0-9_]*", target.id):
+                yield target.id
+
+
+def test_a_constant_defined_in_two_modules_is_found(tmp_path):
+    (tmp_path / "a.py").write_text("UNIT_ROUNDOFF = 2.0**-24\n_PRIVATE = 1\ndef f():\n    pass\n")
+    (tmp_path / "b.py").write_text("from a import UNIT_ROUNDOFF\nROOT: str = '.'\n")
+    assert list(public_names(tmp_path / "a.py")) == ["UNIT_ROUNDOFF", "f"]
+    assert list(public_names(tmp_path / "b.py")) == ["ROOT"]
 
 
 @pytest.mark.parametrize("change, message", [
@@ -575,13 +593,13 @@ def test_a_registry_entry_that_names_something_missing_stops_naming_entry_and_fi
 
 def test_every_table_of_tasks_names_the_registrys_tasks_and_only_them():
     """The benchmark's tasks, the checkpoint command's models, the Results page's units,
-    and the 2018 reference's figures all list the tasks of rosetta_utils.tasks.REGISTRY,
+    and the 2018 reference's figures all list the tasks of rosetta_utils.tasks.TASK_REGISTRY,
     every task's page exists, and `make bench` runs the registry's tasks (it names none)."""
     from rosetta_book.bench.tasks import TASKS as BENCH
     from rosetta_proof.record_tables import RATE_UNITS
     from rosetta_proof.reference import PUBLISHED
     from rosetta_utils.checkpoints import MODELS
-    from rosetta_utils.tasks import REGISTRY as TASKS
+    from rosetta_utils.tasks import TASK_REGISTRY as TASKS
 
     names = set(TASKS)
     assert set(BENCH) == names and set(RATE_UNITS) == names and set(PUBLISHED) <= names

@@ -18,7 +18,7 @@ from pathlib import Path
 
 #: The checklist's page in the built site, and the folder its pairs' files go to.
 PAGE = "book/porting_checklist.html"
-FOLDER = "book/porting_checklist"
+PAIRS_FOLDER = "book/porting_checklist"
 #: The pair the page opens with (the checklist script's default), kept in the page.
 OPENING = ("pytorch", "tensorflow")
 #: A block as rosetta_proof.checklist writes it, or as this module leaves it (data-src).
@@ -34,7 +34,7 @@ class ChecklistPagesError(Exception):
 
 def pair_file(source: str, target: str) -> str:
     """A pair's file, relative to the site's root."""
-    return f"{FOLDER}/{source}-{target}.js"
+    return f"{PAIRS_FOLDER}/{source}-{target}.js"
 
 
 def _script(source: str, target: str, body: str) -> str:
@@ -74,7 +74,7 @@ def split_checklist(site: Path) -> int:
                                       "which is missing; build the book again")
     if not files:
         return moved
-    (site / FOLDER).mkdir(parents=True, exist_ok=True)
+    (site / PAIRS_FOLDER).mkdir(parents=True, exist_ok=True)
     for name, script in files.items():
         (site / name).write_text(script, encoding="utf-8")
 

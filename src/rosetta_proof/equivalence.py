@@ -14,10 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-
-
-#: float32's unit roundoff: the largest relative error of one rounding to float32.
-UNIT_ROUNDOFF = 2.0**-24
+from rosetta_utils.differences import UNIT_ROUNDOFF  # noqa: F401 - the pages import it from here
 
 #: Verdicts that pass: a check that held, and the row every other is compared with.
 AGREES, REFERENCE = "agrees", "reference"

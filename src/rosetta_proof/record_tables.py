@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import REGISTRY
-from rosetta_utils.tasks import REGISTRY as TASK_REGISTRY
+from rosetta_utils.tasks import TASK_REGISTRY
 from .records import standing
 
 #: Metric names, in order of preference, for each column of the results table.

@@ -11,6 +11,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
+#: float32's unit roundoff: the largest relative error of one rounding to float32.
+UNIT_ROUNDOFF = 2.0**-24
+
 
 def max_abs_difference(first: Any, second: Any) -> float:
     """The largest absolute difference between two arrays, or between two mappings of

@@ -55,8 +55,8 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-#: float32's unit roundoff.
-UNIT_ROUNDOFF = 2.0**-24
+from .differences import UNIT_ROUNDOFF
+
 #: The key of the file's description (order, fan-ins, kinds, gains) in a saved ``.npz``.
 _META = "__rosetta_divergence__"
 
@@ -152,7 +152,7 @@ def row_page(label: str) -> str:
 
 
 #: The kinds whose fan-in a run measures or configures its own way, so two runs' may differ.
-MEASURED = ("norm", "pool", "softmax")
+OWN_FAN_IN_KINDS = ("norm", "pool", "softmax")
 
 #: Layer kinds a run may save, and the causes a difference no simpler shape explains
 #: most likely has in a layer of that kind, most likely first.
@@ -648,11 +648,11 @@ def compare_files(first: str | Path, second: str | Path, keep_going: bool = Fals
         check_alignment(outputs_a, outputs_b, names)
     _agree_or_refuse("kind", a.kinds, b.kinds, names, outputs_a)
     kinds = {**b.kinds, **a.kinds}
-    structural = [layer for layer in outputs_a if kinds.get(layer) not in MEASURED]
+    structural = [layer for layer in outputs_a if kinds.get(layer) not in OWN_FAN_IN_KINDS]
     _agree_or_refuse("fan-in", a.fan_ins, b.fan_ins, names, structural)
     notes = [f"{layer!r} ({kinds[layer]}): fan-in {a.fan_ins[layer]} in the first run, {b.fan_ins[layer]} in the "
              "second, each run held to its own" for layer in outputs_a
-             if kinds.get(layer) in MEASURED and layer in a.fan_ins and layer in b.fan_ins
+             if kinds.get(layer) in OWN_FAN_IN_KINDS and layer in a.fan_ins and layer in b.fan_ins
              and a.fan_ins[layer] != b.fan_ins[layer] and kinds[layer] != "norm"]
     fan_ins_a, fan_ins_b = {**b.fan_ins, **a.fan_ins}, {**a.fan_ins, **b.fan_ins}
     report = find_divergence(a.outputs, b.outputs, fan_ins_a, kinds=kinds, gains=a.gains, keep_going=keep_going,

@@ -29,7 +29,7 @@ class TaskEntry:
 
 
 #: The book's tasks, in the order of their chapters.
-REGISTRY = {task.name: task for task in (
+TASK_REGISTRY = {task.name: task for task in (
     TaskEntry("cifar10", "book/chapters/cifar10_cnn.md", "images/s", "cifar10"),
     TaskEntry("resnet50", "book/chapters/resnet50_features.md", "images/s", "resnet50"),
     TaskEntry("imdb", "book/chapters/imdb_gru.md", "reviews/s", "imdb"),

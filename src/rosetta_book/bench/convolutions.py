@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 #: The name under which a benchmark process times its page's convolutions alone.
-CONVOLUTIONS = "the page's convolutions alone"
+CONVOLUTIONS_ALONE = "the page's convolutions alone"
 #: The frameworks :func:`convolutions_alone` can take apart.
 PROBED = ("pytorch", "tensorflow", "jax", "mxnet")
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.machine import cpu_model
 
-from .convolutions import CONVOLUTIONS
+from .convolutions import CONVOLUTIONS_ALONE
 from .tasks import Alternative, Task, resolve_task
 
 #: The side of the square float32 matrices whose product sets the peak.
@@ -239,7 +239,7 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
         entry.update({key: ready[index][key] for key in ("data", "weights", "flops_per_item")})
         if "convolutions" in ready[index]:  # the page's convolutions alone, from the page's process
             entry["convolutions"] = {**ready[index]["convolutions"],
-                                     "seconds": probes.get(index, {}).get(CONVOLUTIONS, [])}
+                                     "seconds": probes.get(index, {}).get(CONVOLUTIONS_ALONE, [])}
         for name in group.names:
             entry["alternatives"][name] = {**ready[index]["ready"][name], "seconds": seconds[index][name],
                                            "env": group.env}

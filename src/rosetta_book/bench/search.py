@@ -47,7 +47,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote_plus, unquote, urlsplit
 
-ROOT = Path(__file__).resolve().parents[3]
+from ..environments import ROOT
+
 DEFAULT_QUESTIONS = ROOT / "tests" / "search_questions.json"
 FORMS = ("question", "short")
 FIELDS = ("question", "short", "answers", "why")

@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .convolutions import CONVOLUTIONS, convolutions_alone
+from .convolutions import CONVOLUTIONS_ALONE, convolutions_alone
 from .tasks import Task, resolve_task
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -195,7 +195,7 @@ def serve(task_name: str, framework: str, address: str, authkey: bytes) -> int:
                 probe, facts["convolutions"] = convolution_probe(task, namespace, framework)
                 if probe is not None:
                     probe()  # warm-up
-                    probes[CONVOLUTIONS] = probe
+                    probes[CONVOLUTIONS_ALONE] = probe
         else:
             details, facts = {}, {}
         if request["peak"]:

@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Mapping
 LESSONS = ("autotuning", "precision", "layouts", "fused-rnn")
 
 #: The records' task of each lesson.
-TASKS = {"autotuning": "lesson-autotuning", "precision": "lesson-precision", "layouts": "lesson-layouts",
+RECORD_TASKS = {"autotuning": "lesson-autotuning", "precision": "lesson-precision", "layouts": "lesson-layouts",
          "fused-rnn": "lesson-fused-rnn"}
 
 #: What each framework measures of each lesson (JAX has no autocast: no precision lesson).
@@ -241,7 +241,7 @@ def run_lessons(book: Path, results_folder: Path, lessons: Iterable[str], framew
                 outcome.problems.append(f"GPU lesson {process.name}: {problem}")
                 continue
             arrays = measurement.pop("arrays", None)
-            if measurement["task"] != TASKS["autotuning"]:
+            if measurement["task"] != RECORD_TASKS["autotuning"]:
                 outcome.records.append(write_record(measurement, measurement["metrics"], results_folder, driver))
                 continue
             key = (measurement["framework"], json.dumps(measurement["config"], sort_keys=True))

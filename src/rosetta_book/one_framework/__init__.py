@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rosetta_utils import FRAMEWORKS
 
-FOLDER = Path(__file__).parent
+GUARD_FOLDER = Path(__file__).parent
 ONLY_VARIABLE = "ROSETTA_ONLY_FRAMEWORK"
 
 
@@ -24,7 +24,7 @@ def environment(only: str, base: dict[str, str] | None = None) -> dict[str, str]
     import only the framework ``only`` (``"none"``: no framework at all)."""
     env = dict(os.environ if base is None else base)
     env.pop("PYTHONSTARTUP", None)  # the guard Sphinx sets against MyST-NB's own execution
-    paths = [str(FOLDER)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(FOLDER)]
+    paths = [str(GUARD_FOLDER)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(GUARD_FOLDER)]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env[ONLY_VARIABLE] = only
     if only in FRAMEWORKS:  # its environment's bin first on PATH (mpiexec, torchrun)

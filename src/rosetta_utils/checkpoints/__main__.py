@@ -8,13 +8,13 @@ from pathlib import Path
 
 from .convert import convert
 from .errors import CheckpointError
-from .formats import ENVIRONMENTS, FORMATS, SUFFIXES
+from .formats import ENVIRONMENT_OF_FORMAT, FORMATS, SUFFIXES
 from .models import MODELS
 from .own_model import convert_own, is_model_code
 
 
 def main(argv: list[str] | None = None) -> int:
-    listing = "; ".join(f"{name} ({SUFFIXES[name]}, {ENVIRONMENTS[name]} environment)" for name in FORMATS)
+    listing = "; ".join(f"{name} ({SUFFIXES[name]}, {ENVIRONMENT_OF_FORMAT[name]} environment)" for name in FORMATS)
     parser = argparse.ArgumentParser(
         prog="python -m rosetta_utils.checkpoints",
         description="Convert a checkpoint of one of the book's models from one framework's format into "

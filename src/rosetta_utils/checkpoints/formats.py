@@ -45,7 +45,7 @@ FORMATS = ("pytorch", "tensorflow", "jax", "mxnet", "chainer", "safetensors", "c
 SUFFIXES = {"pytorch": ".pt", "tensorflow": ".weights.h5", "jax": "(a folder)", "mxnet": ".params",
             "chainer": ".npz", "safetensors": ".safetensors", "canonical": ".npz"}
 #: Where each format can be read and written: the book's environment that has its framework.
-ENVIRONMENTS = {"pytorch": "the current one (.venv)", "tensorflow": "the current one (.venv)",
+ENVIRONMENT_OF_FORMAT = {"pytorch": "the current one (.venv)", "tensorflow": "the current one (.venv)",
                 "jax": "the current one (.venv)", "mxnet": "the legacy one (.venv-legacy)",
                 "chainer": "either", "safetensors": "either", "canonical": "either"}
 #: Formats that keep a framework's names and layouts in another file: a safetensors file
@@ -78,7 +78,7 @@ def _needs(package: str, format_name: str) -> Any:
     except ImportError as error:
         raise CheckpointError(
             f"the {format_name} format needs {package}, which this Python cannot import ({error}); "
-            f"it is installed in {ENVIRONMENTS[format_name]} environment of the book. Convert to the "
+            f"it is installed in {ENVIRONMENT_OF_FORMAT[format_name]} environment of the book. Convert to the "
             "canonical format here, then from it there: the canonical .npz needs numpy alone") from None
 
 

@@ -46,9 +46,7 @@ from ..resnet50_layout import keras_order, native_names, resnet50_layers
 from .models import CIFAR10_CONVOLUTIONS, CIFAR10_DENSES, IMDB_GRU, cifar10_flatten, check_model
 from .errors import CheckpointError
 from .formats import OPTIMIZER_KEY
-
-#: The frameworks whose own checkpoint formats the command reads and writes.
-FRAMEWORKS = ("pytorch", "tensorflow", "jax", "mxnet", "chainer")
+from ..frameworks import FRAMEWORKS  # the command reads and writes each one's own format
 
 
 @dataclass(frozen=True)
