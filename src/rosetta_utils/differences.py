@@ -33,10 +33,9 @@ def max_abs_difference(first: Any, second: Any) -> float:
         raise ValueError(f"shapes differ: {a.shape} and {b.shape}")
     if a.size == 0:
         return 0.0
-    with np.errstate(invalid="ignore", over="ignore"):
-        difference = np.asarray(np.subtract(a, b, dtype=np.float64))  # each pair in float64, no copies
-        if np.isfinite(difference.sum()):  # both finite everywhere: the common case, one array
-            return float(np.abs(difference, out=difference).max())
+    difference, finite = float64_difference(a, b)
+    if finite:  # the common case: one array
+        return float(np.abs(difference, out=difference).max())
     a, b = a.astype(np.float64), b.astype(np.float64)
     same = (a == b) | (np.isnan(a) & np.isnan(b))  # NaN matches NaN, inf the same inf
     if same.all():
@@ -45,3 +44,12 @@ def max_abs_difference(first: Any, second: Any) -> float:
     if np.isnan(a).any() or np.isnan(b).any():
         return float("nan")
     return float(np.max(np.abs(a - b)))
+
+
+def float64_difference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``a - b`` computed pair by pair in float64 (no float64 copies of either), and whether
+    both hold finite values everywhere (a NaN or infinity anywhere stays in the sum; the
+    difference is then the caller's to mask)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        difference = np.asarray(np.subtract(a, b, dtype=np.float64))
+        return difference, bool(np.isfinite(difference.sum()))

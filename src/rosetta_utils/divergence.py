@@ -55,7 +55,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from .differences import UNIT_ROUNDOFF
+from .differences import UNIT_ROUNDOFF, float64_difference
 
 #: The key of the file's description (order, fan-ins, kinds, gains) in a saved ``.npz``.
 _META = "__rosetta_divergence__"
@@ -377,9 +377,7 @@ def check_alignment(first: Mapping[str, np.ndarray], second: Mapping[str, np.nda
 def _difference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
     """Each value's absolute difference (0 where both runs hold the same NaN or infinity,
     inf where only one is not finite), and the largest magnitude among the finite values."""
-    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: handled below
-        difference = np.asarray(np.subtract(a, b, dtype=np.float64))  # each pair in float64, no copies
-        all_finite = bool(np.isfinite(difference.sum()))  # a NaN or inf anywhere stays in the sum
+    difference, all_finite = float64_difference(a, b)
     if all_finite:  # every value of both finite: the common case
         scale = max(float(a.max()), -float(a.min()), float(b.max()), -float(b.min()), 0.0) if a.size else 0.0
         return np.abs(difference, out=difference), scale
