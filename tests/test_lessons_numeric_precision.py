@@ -250,3 +250,17 @@ def test_a_gpu_record_is_shown_and_a_cpu_one_never(parts, tmp_path):
                                                          ("pytorch", "NVIDIA H200", "tf32")]
     effect = found["EFFECTS"]["TF32 in convolutions (GPU)"]
     assert "time x0.50 of float32" in effect and "4.0e-04" in effect and "9.0" not in effect
+
+
+def test_book_tolerance_is_the_bound_the_chapters_it_names_put_on_their_logits():
+    """The TF32 section names BOOK_TOLERANCE as the CIFAR-10 and IMDB chapters' bound on
+    their float32 logits: each of those chapters' comparison cells must assign that value."""
+    import re
+
+    chapters = PAGE.parents[1] / "chapters"
+    lesson = PAGE.read_text()
+    (book_tolerance,) = re.findall(r"^BOOK_TOLERANCE = (\S+)$", lesson, flags=re.M)
+    assert "the bound the CIFAR-10 and IMDB chapters\nput on their float32 logits" in lesson
+    for chapter in ("cifar10_cnn.md", "imdb_gru.md"):
+        assigned = re.findall(r"^TOLERANCE = (\S+)", (chapters / chapter).read_text(), flags=re.M)
+        assert assigned == [book_tolerance], (chapter, assigned)
