@@ -18,7 +18,13 @@ comma := ,
 empty :=
 space := $(empty) $(empty)
 
-FRAMEWORK_CHOICES := pytorch tensorflow jax mxnet chainer
+# The frameworks, each environment's, and what builds without isolation and with what: read
+# from the registry (src/rosetta_utils/frameworks.py, run as a file: it needs no environment).
+REGISTRY_LIST = $(shell python3 src/rosetta_utils/frameworks.py $(1))
+FRAMEWORK_CHOICES := $(call REGISTRY_LIST,all)
+ifeq ($(FRAMEWORK_CHOICES),)
+$(error could not read the frameworks from src/rosetta_utils/frameworks.py with python3: is python3 on the PATH?)
+endif
 SELECTED := $(strip $(subst $(comma),$(space),$(or $(ROSETTA_FRAMEWORKS),$(subst $(space),$(comma),$(FRAMEWORK_CHOICES)))))
 UNKNOWN := $(filter-out $(FRAMEWORK_CHOICES),$(SELECTED))
 ifneq ($(UNKNOWN),)
@@ -27,8 +33,8 @@ endif
 ifeq ($(SELECTED),)
 $(error ROSETTA_FRAMEWORKS is empty: name one or more of $(FRAMEWORK_CHOICES))
 endif
-CURRENT_FRAMEWORKS := $(filter pytorch tensorflow jax,$(SELECTED))
-LEGACY_FRAMEWORKS := $(filter mxnet chainer,$(SELECTED))
+CURRENT_FRAMEWORKS := $(filter $(SELECTED),$(call REGISTRY_LIST,current))
+LEGACY_FRAMEWORKS := $(filter $(SELECTED),$(call REGISTRY_LIST,legacy))
 
 # ROSETTA_GPU=auto|cuda|cpu: which builds of the frameworks to install. auto (the
 # default) takes the GPU builds when an NVIDIA GPU is visible (/dev/nvidia0 ...).
@@ -174,23 +180,24 @@ book-smoke: $(STAMPS)
 # every module's bytecode as it installs (--compile-bytecode): where PYTHONDONTWRITEBYTECODE
 # is set (as on this project's machines), no process would ever write it, and every part's
 # kernel would compile its framework's modules again (a test build took 1,203 s against 899).
-# $(1): folder, $(2): interpreter, $(3): interpreter's name, $(4): constraints, $(5): extras, $(6): installer options
+# $(1): folder, $(2): interpreter, $(3): interpreter's name, $(4): constraints, $(5): extras, $(6): installer
+# options, $(7): the environment (its frameworks' build requirements go in first, as the registry says)
 UV_INSTALL = $(1)/bin/uv pip install --quiet --compile-bytecode --python $(1)/bin/python --constraint $(CURDIR)/$(4)
 define install_environment
 	@test -n "$(2)" || { echo "make: no $(3) found (needed for $(1)). Install CPython $(3:python%=%) (for example 'pyenv install $(3:python%=%)') or name one: make $(MAKECMDGOALS) $(if $(filter .venv,$(1)),PYTHON_CURRENT,PYTHON_LEGACY)=/path/to/$(3)" >&2; exit 2; }
 	rm -f $(1)/.installed-*
 	test -x $(1)/bin/python || $(2) -m venv $(1)
 	PIP_CONSTRAINT=$(CURDIR)/$(4) $(1)/bin/python -m pip install --quiet uv
-	$(if $(filter .venv-legacy,$(1)),$(UV_INSTALL) "setuptools>=77$(comma)<81" wheel)
-	$(UV_INSTALL) $(6) -e src/rosetta_utils -e ".[$(5)]"
+	$(if $(call REGISTRY_LIST,build-with $(7)),$(UV_INSTALL) "setuptools>=77" $(foreach requirement,$(call REGISTRY_LIST,build-with $(7)),"$(requirement)"))
+	$(UV_INSTALL) $(6) $(foreach package,$(call REGISTRY_LIST,no-build-isolation $(7)),--no-build-isolation-package $(package)) -e src/rosetta_utils -e ".[$(5)]"
 	touch $(1)/.installed-$(subst $(comma),-,$(5))
 endef
 
 $(CURRENT_STAMP): pyproject.toml src/rosetta_utils/pyproject.toml environments/current.txt
-	$(call install_environment,$(CURRENT),$(PYTHON_CURRENT),python3.12,environments/current.txt,$(CURRENT_EXTRAS),$(if $(USE_CUDA),--extra-index-url $(TORCH_CUDA_INDEX)))
+	$(call install_environment,$(CURRENT),$(PYTHON_CURRENT),python3.12,environments/current.txt,$(CURRENT_EXTRAS),$(if $(USE_CUDA),--extra-index-url $(TORCH_CUDA_INDEX)),current)
 
 $(LEGACY)/.installed-%: pyproject.toml src/rosetta_utils/pyproject.toml environments/legacy.txt
-	$(call install_environment,$(LEGACY),$(PYTHON_LEGACY),python3.11,environments/legacy.txt,$(LEGACY_EXTRAS),--no-build-isolation-package chainer)
+	$(call install_environment,$(LEGACY),$(PYTHON_LEGACY),python3.11,environments/legacy.txt,$(LEGACY_EXTRAS),,legacy)
 
 # The device check: every chapter's PyTorch and JAX parts in the full profile on this
 # machine's GPU (each part's device read from its arrays), each page's comparison cells on

@@ -463,6 +463,7 @@ def make(tmp_path, *arguments, **env):
         for name in ("pyproject.toml", "src/rosetta_utils/pyproject.toml", "environments/current.txt",
                      "environments/legacy.txt"):
             (folder / name).write_text("")
+        shutil.copy(ROOT / "src" / "rosetta_utils" / "frameworks.py", folder / "src" / "rosetta_utils")
     clean = {key: value for key, value in os.environ.items() if not key.startswith(("ROSETTA_", "MAKE"))}
     return subprocess.run(["make", "--no-print-directory", "-C", str(folder), *arguments],
                           capture_output=True, text=True, env=dict(clean, **env), timeout=120)
@@ -473,6 +474,29 @@ def test_make_refuses_an_unknown_framework_listing_the_five(tmp_path):
     assert done.returncode != 0
     assert "ROSETTA_FRAMEWORKS names caffe" in done.stderr and "pytorch tensorflow jax mxnet chainer" in done.stderr
     assert not (tmp_path / "checkout" / ".venv").exists()
+
+
+def test_makes_framework_lists_are_the_registrys_a_sixth_framework_included(tmp_path):
+    """The Makefile types no framework list: it reads the registry, so a framework added there
+    (here a stand-in, npnet, in the current environment and built without isolation) is one
+    make knows, installs into its environment, and lists when it refuses an unknown name."""
+    done = make(tmp_path, "-n", "environments", "PYTHON_CURRENT=/bin/true", "PYTHON_LEGACY=/bin/true")
+    assert '".[test,pytorch,tensorflow,jax]"' in done.stdout and '".[test,mxnet,chainer]"' in done.stdout
+    assert "--no-build-isolation-package chainer " in done.stdout
+    registry = tmp_path / "checkout" / "src" / "rosetta_utils" / "frameworks.py"
+    text = registry.read_text()
+    main = text.index('if __name__ == "__main__":')
+    registry.write_text(text[:main] + 'REGISTRY["npnet"] = Framework("npnet", "NpNet", "current", ("npnet",), '
+                        '("npnet",), build_with=("setuptools",))\nFRAMEWORKS = tuple(REGISTRY)\n\n' + text[main:])
+    done = make(tmp_path, "-n", "environments", "PYTHON_CURRENT=/bin/true", ROSETTA_FRAMEWORKS="npnet,pytorch")  # in the registry's order
+    assert done.returncode == 0, done.stderr
+    assert '".[test,pytorch,npnet]"' in done.stdout and ".venv-legacy" not in done.stdout
+    done = make(tmp_path, "environments", ROSETTA_FRAMEWORKS="caffe")
+    assert "pytorch tensorflow jax mxnet chainer npnet" in done.stderr
+    installs = make(tmp_path, "-n", "environments", "PYTHON_CURRENT=/bin/true").stdout.splitlines()
+    assert any('"setuptools"' in line.split() for line in installs if line.startswith(".venv/bin/uv"))
+    assert any("--no-build-isolation-package npnet " in line and ".[test,pytorch,tensorflow,jax,npnet]" in line
+               for line in installs)
 
 
 def test_make_names_a_missing_interpreter_and_how_to_get_it(tmp_path):

@@ -25,18 +25,17 @@ import sys
 from pathlib import Path
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.frameworks import PROBE_MODULES, REGISTRY, check_framework, is_installed
+from rosetta_utils.frameworks import ENVIRONMENT_FOLDERS, PROBE_MODULES, REGISTRY, check_framework, is_installed
 
 #: Each environment and the frameworks it holds (their registry entries say which), in
 #: the book's tab order.
 ENVIRONMENTS = {
-    "current": tuple(name for name, framework in REGISTRY.items() if framework.environment == "current"),
-    "legacy": tuple(name for name, framework in REGISTRY.items() if framework.environment == "legacy"),
+    environment: tuple(name for name, framework in REGISTRY.items() if framework.environment == environment)
+    for environment in ENVIRONMENT_FOLDERS
 }
 
 #: The repository's root, where ``make book`` creates the environments.
 ROOT = Path(__file__).resolve().parents[2]
-_DEFAULT_FOLDERS = {"current": ".venv", "legacy": ".venv-legacy"}
 
 
 class BookEnvironmentError(RuntimeError):
@@ -57,9 +56,9 @@ def check_registry(registry=None) -> None:
         where = f"the registry entry {name!r} (rosetta_utils.frameworks.REGISTRY)"
         if framework.name != name:
             raise RegistryError(f"{where}: field 'name' is {framework.name!r}, not its key")
-        if framework.environment not in _DEFAULT_FOLDERS:
+        if framework.environment not in ENVIRONMENT_FOLDERS:
             raise RegistryError(f"{where}: field 'environment' names {framework.environment!r}, not one of "
-                                f"{', '.join(_DEFAULT_FOLDERS)}")
+                                f"{', '.join(ENVIRONMENT_FOLDERS)}")
         for field in ("modules", "install"):
             if not getattr(framework, field):
                 raise RegistryError(f"{where}: field {field!r} is empty")
@@ -93,7 +92,7 @@ def environment_python(name: str) -> Path:
     configured = os.environ.get(f"ROSETTA_{name.upper()}_PYTHON")
     if configured:
         return Path(configured)
-    return ROOT / _DEFAULT_FOLDERS[name] / "bin" / "python"
+    return ROOT / ENVIRONMENT_FOLDERS[name] / "bin" / "python"
 
 
 @functools.lru_cache(maxsize=None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 import sys
 from dataclasses import dataclass
 
@@ -103,6 +104,10 @@ REGISTRY = {framework.name: framework for framework in (
 
 #: The five frameworks of the book, in the order their tabs appear.
 FRAMEWORKS = tuple(REGISTRY)
+
+#: The book's two environments (a framework's :attr:`Framework.environment`) and the folders
+#: ``make book`` creates them in, at the repository's root.
+ENVIRONMENT_FOLDERS = {"current": ".venv", "legacy": ".venv-legacy"}
 
 #: How each framework is named where a reader sees it.
 FRAMEWORK_TITLES = {name: framework.title for name, framework in REGISTRY.items()}
@@ -254,3 +259,35 @@ def gpu_build(name: str, distributions: dict[str, str] | None = None,
     cupy = sorted(dist for dist, version in installed.items()
                   if dist.startswith("cupy") and version.split(".")[0] == "7")
     return f"{cupy[0]} (CuPy 7)" if cupy else None
+
+
+def _requirement_name(requirement: str) -> str:
+    """The distribution a pip requirement names (``"chainer"`` of ``"chainer==7.8.1"``)."""
+    return re.match(r"[A-Za-z0-9._-]+", requirement.strip()).group(0)
+
+
+def make_list(what: str, environment: str | None = None) -> tuple[str, ...]:
+    """A list of the registry's for the Makefile, which reads it (``python3 frameworks.py WHAT
+    [ENVIRONMENT]``, before any environment exists) rather than typing it again: ``all`` the
+    frameworks, ``current`` or ``legacy`` those of one environment, and for an environment's
+    frameworks what builds without isolation (``no-build-isolation``, distributions) and what
+    that build needs first (``build-with``, requirements: :attr:`Framework.build_with`)."""
+    if what == "all":
+        return FRAMEWORKS
+    if what in ENVIRONMENT_FOLDERS and environment is None:
+        return tuple(name for name, entry in REGISTRY.items() if entry.environment == what)
+    if what in ("no-build-isolation", "build-with") and environment in ENVIRONMENT_FOLDERS:
+        entries = [entry for entry in REGISTRY.values() if entry.environment == environment and entry.build_with]
+        if what == "build-with":
+            return tuple(dict.fromkeys(requirement for entry in entries for requirement in entry.build_with))
+        return tuple(_requirement_name(entry.install[0]) for entry in entries)
+    environments = "|".join(ENVIRONMENT_FOLDERS)
+    raise ValueError(f"usage: frameworks.py all | {environments} | no-build-isolation ({environments}) | "
+                     f"build-with ({environments})")
+
+
+if __name__ == "__main__":  # run as a file by the Makefile
+    try:
+        print(" ".join(make_list(*sys.argv[1:3])) if 2 <= len(sys.argv) <= 3 else make_list(""))
+    except ValueError as error:
+        sys.exit(str(error))

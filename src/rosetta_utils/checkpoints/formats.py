@@ -37,17 +37,21 @@ from typing import Any
 
 import numpy as np
 
+from ..frameworks import ENVIRONMENT_FOLDERS, FRAMEWORKS, REGISTRY
 from .errors import CheckpointError
 
-#: Every format the command reads and writes: the five frameworks' own, and the canonical arrays.
-FORMATS = ("pytorch", "tensorflow", "jax", "mxnet", "chainer", "safetensors", "canonical")
+#: The formats read and written with numpy alone (Chainer's ``.npz`` is a numpy archive).
+NUMPY_ALONE = ("chainer", "safetensors", "canonical")
+#: Every format the command reads and writes: the frameworks' own, and the canonical arrays.
+FORMATS = FRAMEWORKS + tuple(name for name in NUMPY_ALONE if name not in FRAMEWORKS)
 #: What each format's path looks like.
 SUFFIXES = {"pytorch": ".pt", "tensorflow": ".weights.h5", "jax": "(a folder)", "mxnet": ".params",
             "chainer": ".npz", "safetensors": ".safetensors", "canonical": ".npz"}
-#: Where each format can be read and written: the book's environment that has its framework.
-ENVIRONMENT_OF_FORMAT = {"pytorch": "the current one (.venv)", "tensorflow": "the current one (.venv)",
-                "jax": "the current one (.venv)", "mxnet": "the legacy one (.venv-legacy)",
-                "chainer": "either", "safetensors": "either", "canonical": "either"}
+#: Where each format can be read and written: either environment where numpy suffices, else the
+#: one whose framework it is (the registry's).
+ENVIRONMENT_OF_FORMAT = {name: "either" if name in NUMPY_ALONE else
+                         f"the {REGISTRY[name].environment} one ({ENVIRONMENT_FOLDERS[REGISTRY[name].environment]})"
+                         for name in FORMATS}
 #: Formats that keep a framework's names and layouts in another file: a safetensors file
 #: holds what a PyTorch state dict holds.
 SAME_LAYOUT_AS = {"safetensors": "pytorch"}
