@@ -79,7 +79,7 @@ export ROSETTA_RESULTS_DIR ?= $(CURDIR)/_build/results
 export ROSETTA_CURRENT_PYTHON := $(CURDIR)/$(CURRENT)/bin/python
 export ROSETTA_LEGACY_PYTHON := $(CURDIR)/$(LEGACY)/bin/python
 
-.PHONY: bench downloads-check site-tests book test unit-tests unit-tests-current unit-tests-legacy book-smoke browser gpu-check gpu-dry-run environments clean
+.PHONY: bench record-defaults downloads-check site-tests book test unit-tests unit-tests-current unit-tests-legacy book-smoke browser gpu-check gpu-dry-run environments clean
 
 # BENCH=1 runs the benchmark (make bench, minutes per task) before building, and the task
 # pages show its reports; without it they show the newest report there is, this machine's
@@ -100,6 +100,12 @@ bench: $(STAMPS)
 	  $(if $(ROSETTA_PROFILE),--profile $(ROSETTA_PROFILE))
 
 environments: $(STAMPS)
+
+# After a pin in environments/ moved: record the defaults the translation tables' calls
+# leave unsaid, as the new releases have them (book/tables/defaults/*.json, rosetta_book.
+# record_defaults), from the last build's parts where it ran them; commit the diff.
+record-defaults: $(STAMPS)
+	ROSETTA_PROFILE=smoke ROSETTA_OFFLINE=1 $(BIN)/python -m rosetta_book.record_defaults
 
 # Every download run where a reader runs it (rosetta_book.downloads_check): per framework,
 # fresh environments made from each download's own install line (never the book's), each

@@ -168,3 +168,34 @@ def test_a_difference_is_labelled_by_what_differs(tmp_path, change, said):
     tables = record(tmp_path, {("shifted", "tensorflow"): change})
     (row,) = [r for r in tables[0]["rows"] if r["concept"] == "shifted"]
     assert trap_cost(row, "pytorch", "tensorflow") == ("silent", f"differs on every case checked (3), {said}")
+
+
+def test_an_aligned_default_that_differs_for_the_pair_is_a_trap_of_its_own(tmp_path):
+    """The aligned defaults a table page records (rosetta_proof.defaults) join its checked
+    rows: one trap per pair whose defaults differ, after the silent ones, with the target's
+    parameter to spell out; none where the two agree."""
+    from rosetta_proof.checklist import record_aligned
+    from rosetta_proof.defaults import AlignedDefault
+
+    tables = record(tmp_path)
+    shown = {"pytorch": "`momentum`=0.1 (as 1 - x: 0.9)", "tensorflow": "`momentum`=0.99", "jax": "`momentum`=0.99",
+             "mxnet": "absent: no such parameter"}
+    values = {"pytorch": "0.9", "tensorflow": "0.99", "jax": "0.99", "mxnet": "absent: no such parameter"}
+    aligned = [AlignedDefault("plain", "running average's weight", shown, "differs: checked by the row plain",
+                              True, True, values)]
+    calls = {"plain": {"title": "Plain", "label": "tiny-plain"}}
+    record_aligned("tables/t.md", aligned, calls, tmp_path)
+    (table,) = load_tables(tmp_path)
+    assert table["aligned"][0]["values"] == values
+    traps = pair_traps([table], "pytorch", "tensorflow")
+    (default,) = [trap for trap in traps if trap.cost == "defaults"]
+    assert [trap.cost for trap in traps] == ["silent", "condition", "defaults", "error", "weights"]
+    assert default.title == "Plain" and default.label == "tiny-plain"
+    assert default.detail.startswith("running average's weight: PyTorch `momentum`=0.1 (as 1 - x: 0.9), "
+                                     "TensorFlow (Keras 3) `momentum`=0.99 (differs: checked by the row plain)")
+    assert default.fix == "set `momentum` in the call, never leave it to the default"
+    assert default not in first_traps(traps)
+    assert not [trap for trap in pair_traps([table], "tensorflow", "jax") if trap.cost == "defaults"]
+    (lacking,) = [trap for trap in pair_traps([table], "pytorch", "mxnet") if trap.cost == "defaults"]
+    assert lacking.fix == ""  # nothing to spell out where the target has no such parameter
+    assert 'data-cost="defaults"' in checklist_html([table])

@@ -25,7 +25,7 @@ import types
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from .decisive_calls import write_decisive_calls
+from .decisive_calls import decisive_callees, write_decisive_calls
 from .environments import require_python
 from .one_framework import environment
 from .page import Page, PageError
@@ -128,7 +128,8 @@ def load_chapter(path: str | Path, framework: str, until: str | None = None) -> 
 def tab_results_of(path: str | Path, framework: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     """What the page's comparisons read from ``framework``'s part, taken from its namespace."""
     page = _read(path)
-    return collect_tab_results(namespace, page.tab_results_for(framework), framework, page=str(page.path))
+    return collect_tab_results(namespace, page.tab_results_for(framework), framework, page=str(page.path),
+                               callees=decisive_callees(page, framework))
 
 
 #: Names the folder of a book build's execution caches (``_build/.jupyter_cache``): where

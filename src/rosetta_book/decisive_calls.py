@@ -578,3 +578,18 @@ def write_decisive_calls(page: Page, folder: str | Path) -> Path | None:
     path = Path(folder) / CALLS_FILE
     path.write_text(json.dumps(data, indent=1))
     return path
+
+
+def decisive_callees(page: Page, framework: str) -> tuple[str, ...]:
+    """The callables ``framework``'s decisive calls on ``page`` call, by their dotted names
+    (:func:`rosetta_proof.defaults.callee`), in order, once each: what its part reads the
+    defaults of. Empty for a page that computes no ``references``."""
+    from rosetta_proof.defaults import callee
+
+    names = []
+    for entry in decisive_calls(page).values():
+        calls = entry["calls"].get(framework)
+        if calls is None or calls == NONE:
+            continue
+        names.extend(name for name in (callee(call.source) for call in calls) if name)
+    return tuple(dict.fromkeys(names))

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
-from .decisive_calls import write_decisive_calls
+from .decisive_calls import decisive_callees, write_decisive_calls
 from .downloads import download_notebook_with_origins
 from .environments import require_python
 from .clock_watch import WATCH_VARIABLE, ClockOutsideItsWindow, check_clock_reads, read_clock_log, watch_argument
@@ -239,7 +239,8 @@ def _save_cell(page: Page, framework: str, folder: Path) -> Any:
 
     return nbformat.v4.new_code_cell(
         "from rosetta_proof.tab_results import save_namespace_results as _rosetta_save\n"
-        f"_rosetta_save(globals(), {list(page.tab_results_for(framework))!r}, {framework!r}, {str(page.path)!r}, {str(folder)!r})\n"
+        f"_rosetta_save(globals(), {list(page.tab_results_for(framework))!r}, {framework!r}, {str(page.path)!r}, {str(folder)!r}, "
+        f"{list(decisive_callees(page, framework))!r})\n"
         "del _rosetta_save"
     )
 

@@ -10,8 +10,10 @@ for each direction of each pair, what every row costs a port
 (:func:`trap_cost`, :data:`COSTS`): results that differ silently on every case
 checked, on some cases, an error or a missing call, the same results as the
 table writes them where the prose names a trap, or initial weights that
-differ. A pair's list opens with its few worst silent traps, one line each
-with the fix; every line links to its row.
+differ; and the aligned defaults that differ between the two (their records,
+:func:`record_aligned`, from :mod:`rosetta_proof.defaults`). A pair's list
+opens with its few worst silent traps, one line each with the fix; every line
+links to its row.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from .records import build_results_dir
 
 #: The folder of the tables' records, under this build's results.
 TABLES_FOLDER = "tables"
+#: The folder of their aligned defaults (:func:`record_aligned`), beside it.
+DEFAULTS_FOLDER = "tables-defaults"
 #: How prose names each framework (a trap that says "Keras" names TensorFlow's column).
 NAMES = {name: framework.names_in_prose for name, framework in REGISTRY.items()}
 
@@ -72,14 +76,31 @@ def record_table(page: str, title: str, checks: Iterable[Any], calls: Mapping[st
     return path
 
 
+def record_aligned(page: str, aligned: Iterable[Any], calls: Mapping[str, Mapping[str, Any]],
+                    folder: Path | None = None) -> Path:
+    """Write a table page's aligned defaults (:func:`rosetta_proof.defaults.aligned_defaults`)
+    for the checklist, each with its row's title and label; returns the file written."""
+    items = [{"concept": item.concept, "meaning": item.meaning, "title": calls[item.concept]["title"],
+              "label": calls[item.concept].get("label"), "shown": item.shown, "values": item.values,
+              "verdict": item.verdict} for item in aligned]
+    target = (folder or build_results_dir()) / DEFAULTS_FOLDER
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / f"{Path(page).stem}.json"
+    path.write_text(json.dumps({"page": page, "aligned": items}, indent=1))
+    return path
+
+
 def load_tables(folder: Path | None = None) -> list[dict[str, Any]]:
-    """Every table page's record of this build, in the order of their file names."""
+    """Every table page's record of this build, in the order of their file names, each with
+    its aligned defaults (``aligned``, empty where the page recorded none)."""
     source = (folder or build_results_dir()) / TABLES_FOLDER
     tables = []
     for path in sorted(source.glob("*.json")):
         try:
             table = json.loads(path.read_text())
             table["rows"], table["page"], table["title"]
+            defaults = path.parent.parent / DEFAULTS_FOLDER / path.name
+            table["aligned"] = json.loads(defaults.read_text())["aligned"] if defaults.is_file() else []
         except (ValueError, KeyError, TypeError) as error:
             raise ChecklistError(f"{path}: not a table record ({type(error).__name__}: {error})") from None
         tables.append(table)
@@ -95,6 +116,7 @@ def names_framework(text: str, framework: str) -> bool:
 COSTS = {
     "silent": "Silently different results, on every case checked",
     "condition": "Silently different results, on some cases",
+    "defaults": "A default that differs: silent wherever a call leaves it unsaid",
     "error": "An error, or no such call, where the other computes",
     "noise": "The same within the row's bound as the table writes it; its prose names a trap",
     "weights": "Different initial weights: gone once the weights are moved",
@@ -197,9 +219,28 @@ def pair_traps(tables: Iterable[Mapping[str, Any]], source: str, target: str) ->
             key = (table["page"], row["label"] or row["concept"])
             if key not in found or order.index(cost) < order.index(found[key].cost):
                 found[key] = trap
+        for item in table.get("aligned", ()):
+            trap = default_trap(table, item, source, target)
+            if trap is not None:
+                found[(table["page"], f"{item['concept']}: {item['meaning']}")] = trap
     ranked = sorted(enumerate(found.values()),
                     key=lambda item: (order.index(item[1].cost), -item[1].share, -item[1].largest, item[0]))
     return [trap for _, trap in ranked]
+
+
+def default_trap(table: Mapping[str, Any], item: Mapping[str, Any], source: str, target: str) -> Trap | None:
+    """An aligned default (:func:`record_aligned`) whose value differs between ``source``
+    and ``target`` (one of them lacking the parameter counts), as a trap of the pair; None
+    where the two agree or either was not run."""
+    values = item["values"]
+    if source not in values or target not in values or values[source] == values[target]:
+        return None
+    detail = (f"{item['meaning']}: {FRAMEWORK_TITLES[source]} {item['shown'][source]}, {FRAMEWORK_TITLES[target]} "
+              f"{item['shown'][target]} ({item['verdict']})")
+    named = re.match(r"`([^`]+)`", item["shown"][target])
+    fix = f"set `{named.group(1)}` in the call, never leave it to the default" if named else ""
+    return Trap("defaults", table["title"], table["page"], item["title"], item["label"], detail, fix,
+                cells={framework: item["shown"][framework] for framework in (source, target)})
 
 
 def first_traps(traps: Iterable[Trap]) -> list[Trap]:

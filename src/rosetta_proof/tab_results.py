@@ -74,11 +74,13 @@ def _plain(value: Any, where: str) -> Any:
 
 
 def collect_tab_results(
-    namespace: Mapping[str, Any], names: Iterable[str], framework: str, page: str = "the page"
+    namespace: Mapping[str, Any], names: Iterable[str], framework: str, page: str = "the page",
+    callees: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The values of ``names`` in a framework part's namespace, checked to be plain data,
     plus ``environment``: the framework's versions, threads, and the device of an array the
-    part made."""
+    part made; and where ``callees`` names the callables of a translation table's decisive
+    calls, their signatures as this process's release has them (:mod:`rosetta_proof.defaults`)."""
     from rosetta_utils.machine import report_framework
 
     results: dict[str, Any] = {}
@@ -89,6 +91,11 @@ def collect_tab_results(
                 "front matter lists under tab_results"
             )
         results[name] = _plain(namespace[name], f"{page}: the {framework} part's {name!r}")
+    callees = tuple(callees)
+    if callees:  # a translation table's part: the defaults of the calls its rows name
+        from .defaults import DEFAULTS_RESULT, read_signatures
+
+        results[DEFAULTS_RESULT] = _plain(read_signatures(namespace, callees), f"{page}: the {framework} part's defaults")
     report = report_framework(framework, namespace)
     results["environment"] = _plain({
         "versions": dict(report.versions), "device": report.device, "threads": report.threads,
@@ -179,9 +186,9 @@ def read_tab_results(path: str | Path) -> dict[str, Any]:
 
 
 def save_namespace_results(namespace: Mapping[str, Any], names: Iterable[str], framework: str,
-                           page: str, folder: str | Path) -> Path:
+                           page: str, folder: str | Path, callees: Iterable[str] = ()) -> Path:
     """:func:`collect_tab_results` then :func:`save_tab_results`: what runs after a part."""
-    return save_tab_results(collect_tab_results(namespace, names, framework, page), folder, framework)
+    return save_tab_results(collect_tab_results(namespace, names, framework, page, callees), folder, framework)
 
 
 class TabRun(Mapping[str, Any]):
