@@ -78,6 +78,7 @@ def test_defaults_are_written_the_same_in_every_process():
     assert default_text((1, 1)) == "(1, 1)"
     assert default_text(relu) == f"{__name__}.test_defaults_are_written_the_same_in_every_process.<locals>.relu"
     assert default_text(object()) == "builtins.object instance"  # its repr holds an address
+    assert default_text(json) == "module json"  # its repr holds the path of its file
 
 
 # --- the table and the record --------------------------------------------------------------------

@@ -78,14 +78,17 @@ def spelled(source: str) -> tuple[int, tuple[str, ...], bool]:
 
 
 def default_text(value: Any) -> str:
-    """A default in the framework's own words, the same in every process: a literal's repr,
-    a class's or function's qualified name (a jitted one's too), else the object's type and,
-    where its repr carries no address, that repr."""
+    """A default in the framework's own words, the same in every process and on every
+    machine: a literal's repr, a module's name, a class's or function's qualified name (a
+    jitted one's too), else the object's type and, where its repr carries no address, that
+    repr."""
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return repr(value)
     if isinstance(value, (tuple, list)) and all(
             item is None or isinstance(item, (bool, int, float, str)) for item in value):
         return repr(value)
+    if inspect.ismodule(value):  # its repr names the file it came from, which differs between machines
+        return f"module {value.__name__}"
     if inspect.isclass(value) or inspect.isroutine(value) or (callable(value) and hasattr(value, "__qualname__")):
         return f"{getattr(value, '__module__', '') or ''}.{getattr(value, '__qualname__', repr(value))}".lstrip(".")
     text = repr(value)
@@ -390,8 +393,9 @@ def _reduction(value: Any) -> Any:
 #: MXNet and Chainer the running average); its negation (Chainer's ``nobias``), or its truth
 #: (MXNet's 1 for True); a padding or a loss's reduction in one word; a pair's first or
 #: second (PyTorch's Adam ``betas``); half (MXNet's L2Loss halves the square); whether a
-#: layout is batch first (MXNet's "NTC"); and ``None is <meaning>`` for a None that stands for
-#: something (a pool's stride: the window in PyTorch, 1 in Flax).
+#: layout is batch first (MXNet's "NTC"); and ``<value> is <meaning>`` for a value that
+#: stands for something (a pool's stride None: the window in PyTorch, 1 in Flax; PyTorch's
+#: GELU approximate 'none': False).
 CONVERSIONS = {"x": lambda value: value, "1 - x": lambda value: round(1 - value, 12),
                "not x": lambda value: not value, "bool": bool, "padding": _padding, "reduction": _reduction,
                "first": lambda value: value[0], "second": lambda value: value[1],
@@ -401,10 +405,14 @@ CONVERSIONS = {"x": lambda value: value, "1 - x": lambda value: round(1 - value,
 def _conversion(text: str) -> Any:
     if text in CONVERSIONS:
         return CONVERSIONS[text]
-    if text.startswith("None is "):
-        meaning = text[len("None is "):]
-        return lambda value: _value(meaning) if value is None else value
-    raise DefaultsError(f"{text!r}: a conversion must be one of {', '.join(CONVERSIONS)} or 'None is <meaning>'")
+    literal, said, meaning = text.partition(" is ")
+    if said:
+        try:
+            stands_for = ast.literal_eval(literal)
+        except (ValueError, SyntaxError):
+            raise DefaultsError(f"{text!r}: {literal!r} is not a Python literal") from None
+        return lambda value: _value(meaning) if value == stands_for and type(value) is type(stands_for) else value
+    raise DefaultsError(f"{text!r}: a conversion must be one of {', '.join(CONVERSIONS)} or '<value> is <meaning>'")
 
 
 @dataclass(frozen=True)
@@ -455,11 +463,18 @@ def _parameter_entry(text: str) -> tuple[str, str]:
 
 def _value(text: str) -> Any:
     """A default's text as a Python value where it is a literal (a docstring's default too)."""
+    documented = text.endswith(" (its docstring's)")
     text = text.removesuffix(" (its docstring's)")
     try:
-        return ast.literal_eval(text)
+        value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text  # a class or function name: compared as written
+    if documented and isinstance(value, str):  # MXNet's docstrings quote numbers: default='-1'
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+    return value
 
 
 def aligned_defaults(page: str, runs: Mapping[str, Any], calls: Mapping[str, Mapping[str, Any]],
@@ -494,7 +509,14 @@ def aligned_defaults(page: str, runs: Mapping[str, Any], calls: Mapping[str, Map
                 except (TypeError, IndexError):
                     raise DefaultsError(f"{concept}: {framework}'s {name}={default} cannot be read "
                                         f"as {conversion}") from None
-                converted = "" if conversion == "x" else f" (as {conversion}: {values[framework]!r})"
+                if conversion == "x":
+                    converted = ""
+                elif " is " in conversion:
+                    read = _value(default)
+                    converted = "" if values[framework] == read and type(values[framework]) is type(read) \
+                        else f", that is {values[framework]}"
+                else:
+                    converted = f" (as {conversion}: {values[framework]!r})"
                 shown[framework] = f"`{name}`={default}{converted}"
             if entry.get("checked") and entry["checked"] not in calls:
                 raise DefaultsError(f"{alignment_path(page).name}: {concept} ({meaning}) is checked by "
