@@ -167,17 +167,23 @@ def test_an_unknown_profile_in_the_plan_lists_the_valid_ones():
         plan_frameworks(BUILDS, BUILDS, gpu_visible=True, requested="huge")
 
 
-def test_gpu_builds_are_read_from_the_installed_packages():
+def test_gpu_builds_are_read_from_the_installed_packages(monkeypatch):
+    """Each framework's backend module reads its own GPU build (rosetta_utils.backends)."""
+    import rosetta_utils.backends.pytorch as torch_backend
+
     cpu_only = {"torch": "2.13.0+cpu", "tensorflow-cpu": "2.21.0", "jax": "0.7.1", "mxnet": "1.9.1",
                 "chainer": "7.8.1", "cupy-cuda13x": "13.6.0"}
-    assert {n: gpu_build(n, cpu_only, torch_cuda=None) for n in FRAMEWORKS} == dict.fromkeys(FRAMEWORKS)
+    monkeypatch.setattr(torch_backend, "cuda_built_for", lambda: None)
+    assert {n: gpu_build(n, cpu_only) for n in FRAMEWORKS} == dict.fromkeys(FRAMEWORKS)
     gpu = {"torch": "2.13.0", "tensorflow": "2.21.0", "nvidia-cudnn-cu12": "9", "jax-cuda12-plugin": "0.7.1",
            "mxnet-cu117": "1.9.1", "cupy-cuda110": "7.8.0"}
-    assert gpu_build("pytorch", gpu, torch_cuda="12.8") == "torch for CUDA 12.8"
+    monkeypatch.setattr(torch_backend, "cuda_built_for", lambda: "12.8")
+    assert gpu_build("pytorch", gpu) == "torch for CUDA 12.8"
     assert gpu_build("tensorflow", gpu) == "tensorflow[and-cuda]"
     assert gpu_build("jax", gpu) == "jax-cuda12-plugin"
     assert gpu_build("mxnet", gpu) == "mxnet-cu117"
     assert gpu_build("chainer", gpu) == "cupy-cuda110 (CuPy 7)"
+    monkeypatch.undo()
     # This machine's own install: tensorflow-cpu and JAX without its CUDA plugin; PyPI's
     # torch is a CUDA build, which its version.py says (torch.version.cuda).
     assert gpu_build("tensorflow") is None and gpu_build("jax") is None

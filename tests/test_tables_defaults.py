@@ -161,6 +161,9 @@ def test_every_default_is_as_recorded_and_every_decisive_call_is_in_the_matrix(p
         for framework, found in entry["calls"].items():
             if framework in runs and not isinstance(found, str):
                 assert len(table[concept][framework]) == len(found), (concept, framework)
+    aligned = defaults.aligned_defaults(relative, runs, calls)  # raises where the alignment is stale
+    assert all(item.accounted for item in aligned)
+    assert bool(aligned) == defaults.alignment_path(relative).is_file()
 
 
 def test_a_c_function_without_a_signature_is_read_from_its_docstrings_signature_lines():

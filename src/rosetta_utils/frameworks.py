@@ -210,55 +210,16 @@ def _distributions() -> dict[str, str]:
     return found
 
 
-@functools.lru_cache(maxsize=1)
-def _torch_cuda_version() -> str | None:
-    """The CUDA version torch was built for, read from its ``version.py`` (no import)."""
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.origin:
-        return None
-    version_file = os.path.join(os.path.dirname(spec.origin), "version.py")
-    try:
-        text = open(version_file, encoding="utf-8").read()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("cuda"):
-            value = line.split("=", 1)[1].strip().strip("'\"")
-            return None if value in ("None", "") else value
-    return None
-
-
-def gpu_build(name: str, distributions: dict[str, str] | None = None,
-              torch_cuda: str | None = ...) -> str | None:  # type: ignore[assignment]
+def gpu_build(name: str, distributions: dict[str, str] | None = None) -> str | None:
     """Which GPU build of framework ``name`` is installed (e.g. ``"torch for CUDA 12.8"``),
-    or None for a CPU-only install, read from the installed packages without importing.
-
-    MXNet's GPU builds are the ``mxnet-cuXXX`` wheels and Chainer's is CuPy 7 (Chainer 7
-    refuses any other major version); the appendix "Running retired frameworks today"
-    says why neither exists for a current GPU.
-    """
+    or None for a CPU-only install, read from the installed packages (``distributions``:
+    name to version; default, this environment's) without importing the framework: each
+    framework's backend module says how (its ``gpu_build``; one without says None)."""
     check_framework(name)
     installed = _distributions() if distributions is None else distributions
-    if name == "pytorch":
-        cuda = _torch_cuda_version() if torch_cuda is ... else torch_cuda
-        return f"torch for CUDA {cuda}" if cuda and "torch" in installed else None
-    if name == "tensorflow":
-        has_cuda_libraries = any(dist.startswith("nvidia-cudnn-cu") for dist in installed)
-        return "tensorflow[and-cuda]" if "tensorflow" in installed and has_cuda_libraries else None
-    if name == "jax":
-        plugins = sorted(dist for dist in installed if dist.startswith("jax-cuda") and dist.endswith("-plugin"))
-        return plugins[0] if plugins else None
-    if name == "mxnet":
-        builds = sorted(dist for dist in installed if dist.startswith("mxnet-cu"))
-        return builds[0] if builds else None
-    if name != "chainer":
-        return None  # a framework with no GPU build the book knows of
-    cupy = sorted(dist for dist, version in installed.items()
-                  if dist.startswith("cupy") and version.split(".")[0] == "7")
-    return f"{cupy[0]} (CuPy 7)" if cupy else None
+    module = importlib.import_module(REGISTRY[name].backend_module)
+    reader = getattr(module, "gpu_build", None)
+    return None if reader is None else reader(installed)
 
 
 def _requirement_name(requirement: str) -> str:

@@ -15,7 +15,11 @@ Each module offers the same functions:
 ``threads()``
     how many CPU threads its kernels use, as the framework reports it;
 ``synchronize(value)``
-    block until ``value`` (and all work queued before it) is really computed.
+    block until ``value`` (and all work queued before it) is really computed;
+``gpu_build(installed)``
+    which GPU build of the framework the installed distributions (name: version) hold,
+    or None, read without importing the framework
+    (:func:`rosetta_utils.frameworks.gpu_build`).
 
 They use the framework the page already imported (an ``import`` finds it in
 ``sys.modules``, so the one-framework guard of

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import types
 import warnings
-from typing import Any
+from typing import Any, Mapping
 
 from ..frameworks import _use_stdlib_distutils
 
@@ -75,3 +75,11 @@ def synchronize(value: Any = None) -> None:
     chainer = _chainer()
     if chainer.backends.cuda.available:
         chainer.backends.cuda.cupy.cuda.Stream.null.synchronize()
+
+
+def gpu_build(installed: Mapping[str, str]) -> str | None:
+    """The GPU build among the installed distributions: CuPy 7, the only major version
+    Chainer 7 accepts (none exists for a current GPU: the appendix says why)."""
+    cupy = sorted(dist for dist, version in installed.items()
+                  if dist.startswith("cupy") and version.split(".")[0] == "7")
+    return f"{cupy[0]} (CuPy 7)" if cupy else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ..frameworks import usable_cores
 
@@ -59,3 +59,9 @@ def synchronize(value: Any = None) -> None:
         jax.block_until_ready(value)
     else:
         jax.effects_barrier()
+
+
+def gpu_build(installed: Mapping[str, str]) -> str | None:
+    """The GPU build among the installed distributions: a jax-cuda plugin."""
+    plugins = sorted(dist for dist in installed if dist.startswith("jax-cuda") and dist.endswith("-plugin"))
+    return plugins[0] if plugins else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import Any
+from typing import Any, Mapping
 
 from ..frameworks import usable_cores
 
@@ -78,3 +78,10 @@ def threads() -> int:
 def synchronize(value: Any = None) -> None:
     """MXNet's engine runs every operator asynchronously, on CPU too: wait for all."""
     _mxnet().nd.waitall()
+
+
+def gpu_build(installed: Mapping[str, str]) -> str | None:
+    """The GPU build among the installed distributions: an ``mxnet-cuXXX`` wheel (none
+    exists for a current GPU: the appendix "Running retired frameworks today" says why)."""
+    builds = sorted(dist for dist in installed if dist.startswith("mxnet-cu"))
+    return builds[0] if builds else None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import importlib.util
+import os
+from typing import Any, Mapping
 
 
 def version() -> dict[str, str]:
@@ -55,3 +58,30 @@ def synchronize(value: Any = None) -> None:
 
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_built_for() -> str | None:
+    """The CUDA version the installed torch was built for, read from its ``version.py``
+    (without importing torch); None for a CPU build or no torch."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    try:
+        text = open(os.path.join(os.path.dirname(spec.origin), "version.py"), encoding="utf-8").read()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("cuda"):
+            value = line.split("=", 1)[1].strip().strip("'\"")
+            return None if value in ("None", "") else value
+    return None
+
+
+def gpu_build(installed: Mapping[str, str]) -> str | None:
+    """The GPU build among the installed distributions: torch built for CUDA."""
+    cuda = cuda_built_for()
+    return f"torch for CUDA {cuda}" if cuda and "torch" in installed else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ..frameworks import usable_cores
 
@@ -57,3 +57,9 @@ def synchronize(value: Any = None) -> None:
 
     if tf.config.list_logical_devices("GPU"):
         tf.test.experimental.sync_devices()
+
+
+def gpu_build(installed: Mapping[str, str]) -> str | None:
+    """The GPU build among the installed distributions: TensorFlow beside NVIDIA's cuDNN."""
+    has_cuda_libraries = any(dist.startswith("nvidia-cudnn-cu") for dist in installed)
+    return "tensorflow[and-cuda]" if "tensorflow" in installed and has_cuda_libraries else None
