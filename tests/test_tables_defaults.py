@@ -148,7 +148,11 @@ def test_every_default_is_as_recorded_and_every_decisive_call_is_in_the_matrix(p
     from rosetta_book.decisive_calls import decisive_calls
     from rosetta_book.page import Page
 
-    runs = next(parts_as_built(page, AVAILABLE))
+    built = parts_as_built(page, AVAILABLE)
+    try:
+        runs = next(built)
+    finally:
+        built.close()  # leaves parts_as_built's environment, as a fixture's end would
     relative = f"tables/{page.name}"
     recorded = defaults.load_recorded(relative)
     assert sorted(recorded) == sorted(FRAMEWORKS)
