@@ -226,6 +226,9 @@ def test_aligned_defaults_convert_to_one_meaning_and_a_difference_needs_a_row_or
     assert defaults.require_accounted("tables/tiny.md", found[:2]) == (
         "2 aligned parameters; 2 differ between frameworks: 1 checked by a row, 1 listed with the reason no row "
         "checks them yet")
+    always = {"batch_norm": {"affine": {"pytorch": "always 0.9: a fixed weight", "tensorflow": "momentum"}}}
+    (fixed,) = defaults.aligned_defaults("tables/tiny.md", runs, calls, always)
+    assert fixed.shown["pytorch"] == "no parameter: always 0.9 (a fixed weight)" and fixed.differs  # 0.9 vs 0.99
     same = {"batch_norm": {"momentum": {"pytorch": "momentum as 1 - x", "tensorflow": "momentum"}}}
     runs["pytorch"][DEFAULTS_RESULT]["nn.BatchNorm"]["parameters"][2][2] = "0.01"
     (item,) = defaults.aligned_defaults("tables/tiny.md", runs, calls, same)

@@ -479,12 +479,32 @@ def _value(text: str) -> Any:
 
 def aligned_defaults(page: str, runs: Mapping[str, Any], calls: Mapping[str, Mapping[str, Any]],
                      alignment: Mapping[str, Any] | None = None) -> list[AlignedDefault]:
-    """Each aligned parameter of the page (its alignment file: per concept, per meaning, each
-    framework's parameter of the concept's decisive callable, ``"name"`` or ``"name as 1 -
-    x"``, or ``"absent: what it does instead"``; and ``checked: <concept>`` naming the row that
-    checks a difference, or ``unchecked: <why not yet>``), with each framework's default
-    read from its part, converted, and compared. A parameter the callable does not have, or
-    a concept the page has not, is an error: the alignment or a release moved."""
+    """Each aligned parameter of table page ``page``, with each framework's default read
+    from its part, converted to one meaning, and compared.
+
+    The alignment (``book/tables/defaults/<page>.aligned.yaml``, or ``alignment``) maps
+    each concept of the page to the meanings aligned for it, and each meaning to one
+    entry per framework, plus how a difference is accounted for::
+
+        batch_norm_train:
+          running average's weight:
+            pytorch: momentum as 1 - x   # the parameter, and its conversion
+            tensorflow: momentum         # the parameter, as it is
+            chainer: decay
+            checked: bn_running_mean     # the row that shows the difference
+          the normalised axis:
+            pytorch: "absent: channels first, always"   # no such parameter: a difference
+            tensorflow: axis
+            unchecked: why no row checks it yet
+
+    A framework's entry is the parameter of its decisive callable for the concept, as
+    ``"name"`` or ``"name as CONVERSION"`` (:data:`CONVERSIONS`, or ``"VALUE is
+    MEANING"`` for a value that stands for something); ``"always VALUE: why"`` where it
+    has no such parameter and always behaves as that value would; or ``"absent: what it
+    does instead"``. Where the converted defaults differ, ``checked:`` names the row of
+    the page that checks the difference, or ``unchecked:`` says why none does yet. A
+    parameter the callable does not have, or a concept the page has not, is an error:
+    the alignment or a release moved."""
     alignment = load_alignment(page) if alignment is None else alignment
     found = []
     for concept, meanings in alignment.items():
@@ -497,6 +517,11 @@ def aligned_defaults(page: str, runs: Mapping[str, Any], calls: Mapping[str, Map
                     continue
                 if str(text).startswith("absent:"):
                     shown[framework] = str(text)
+                    continue
+                if str(text).startswith("always "):  # no such parameter, and its behaviour is that value
+                    literal, _, why = str(text)[len("always "):].partition(": ")
+                    values[framework] = _value(literal)
+                    shown[framework] = f"no parameter: always {literal} ({why})" if why else f"always {literal}"
                     continue
                 name, conversion = _parameter_entry(text)
                 default = _aligned_default(concept, framework, name, runs, calls)
@@ -580,7 +605,7 @@ def require_accounted(page: str, found: Iterable[AlignedDefault]) -> str:
         raise DefaultsError(f"{page}: aligned defaults that differ with neither a row that checks them nor a "
                             f"reason: {', '.join(loose)}")
     if not found:
-        return f"no parameter of {page} is aligned yet ({alignment_path(page).name} aligns none)"
+        return f"no parameter of {page} is aligned yet (no {alignment_path(page).name})"
     differing = [item for item in found if item.differs]
     checked = sum(item.verdict.startswith("differs: checked") for item in differing)
     return (f"{len(found)} aligned parameters; {len(differing)} differ between frameworks: {checked} checked by "
