@@ -59,8 +59,14 @@ def test_a_name_that_does_not_resolve_or_has_no_signature_is_said_not_skipped():
         pass
 
     unreadable.__signature__ = "not a signature"  # as a C function may have none Python can read
-    namespace = {"np": __import__("numpy"), "layer": Layer(), "Layer": Layer, "ops": _module(add=unreadable)}
-    read = read_signatures(namespace, ["ops.add", "nowhere.Dense", "layer.reset", "Layer", "np.nope"])
+    def wrapped_open(file, *args, **kwargs):  # as an IPython kernel binds open in its namespace
+        pass
+
+    namespace = {"np": __import__("numpy"), "layer": Layer(), "Layer": Layer, "ops": _module(add=unreadable),
+                 "open": wrapped_open}
+    read = read_signatures(namespace, ["ops.add", "nowhere.Dense", "layer.reset", "Layer", "np.nope", "open"])
+    assert read["open"] == read_signatures({}, ["open"])["open"]  # Python's own open, in every process
+    assert ["buffering", "POSITIONAL_OR_KEYWORD", "-1"] in read["open"]["parameters"]
     assert list(read["ops.add"]) == ["error"] and read["ops.add"]["error"].startswith("ValueError")
     assert "0x" not in read["ops.add"]["error"]  # the same text in every process
     assert read["nowhere.Dense"] == read["layer.reset"] == {"local": defaults.NOT_A_FRAMEWORK_CALLABLE}

@@ -30,6 +30,7 @@ yet; :func:`require_accounted` stops the build where neither is given.
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import json
 import re
@@ -103,19 +104,26 @@ NOT_A_FRAMEWORK_CALLABLE = "the part's own object or function, not a framework's
 
 
 def _resolve(namespace: Mapping[str, Any], dotted: str) -> Any:
-    value = namespace[dotted.split(".")[0]]
+    value = _first(namespace, dotted.split(".")[0])
     for name in dotted.split(".")[1:]:
         value = getattr(value, name)
     return value
+
+
+def _first(namespace: Mapping[str, Any], name: str) -> Any:
+    """A dotted name's first part: Python's own builtin of that name (the same in a plain
+    process and in an IPython kernel, whose namespace holds a wrapper of ``open``), else
+    what the part's namespace binds."""
+    return getattr(builtins, name) if hasattr(builtins, name) else namespace[name]
 
 
 def _framework_callable(namespace: Mapping[str, Any], dotted: str) -> bool:
     """Whether ``dotted`` names a framework's callable: its first name is bound at the
     part's top level to a module, a class, or (alone) a function."""
     first = dotted.split(".")[0]
-    if first not in namespace:
+    if first not in namespace and not hasattr(builtins, first):
         return False
-    owner = namespace[first]
+    owner = _first(namespace, first)
     return inspect.ismodule(owner) or inspect.isclass(owner) or ("." not in dotted and inspect.isroutine(owner))
 
 
