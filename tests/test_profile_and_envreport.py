@@ -133,7 +133,7 @@ def test_chainer_is_never_labelled_gpu_while_its_arrays_stay_numpy():
     assert device_in_a_part("chainer", code) == "cpu"
 
 
-from rosetta_utils.frameworks import gpu_build  # noqa: E402
+from rosetta_utils.frameworks import installed_gpu_build  # noqa: E402
 from rosetta_utils.run_profile import plan_frameworks  # noqa: E402
 
 BUILDS = {"pytorch": "torch for CUDA 12.8", "jax": "jax-cuda12-plugin", "mxnet": None}
@@ -174,19 +174,19 @@ def test_gpu_builds_are_read_from_the_installed_packages(monkeypatch):
     cpu_only = {"torch": "2.13.0+cpu", "tensorflow-cpu": "2.21.0", "jax": "0.7.1", "mxnet": "1.9.1",
                 "chainer": "7.8.1", "cupy-cuda13x": "13.6.0"}
     monkeypatch.setattr(torch_backend, "cuda_built_for", lambda: None)
-    assert {n: gpu_build(n, cpu_only) for n in FRAMEWORKS} == dict.fromkeys(FRAMEWORKS)
+    assert {n: installed_gpu_build(n, cpu_only) for n in FRAMEWORKS} == dict.fromkeys(FRAMEWORKS)
     gpu = {"torch": "2.13.0", "tensorflow": "2.21.0", "nvidia-cudnn-cu12": "9", "jax-cuda12-plugin": "0.7.1",
            "mxnet-cu117": "1.9.1", "cupy-cuda110": "7.8.0"}
     monkeypatch.setattr(torch_backend, "cuda_built_for", lambda: "12.8")
-    assert gpu_build("pytorch", gpu) == "torch for CUDA 12.8"
-    assert gpu_build("tensorflow", gpu) == "tensorflow[and-cuda]"
-    assert gpu_build("jax", gpu) == "jax-cuda12-plugin"
-    assert gpu_build("mxnet", gpu) == "mxnet-cu117"
-    assert gpu_build("chainer", gpu) == "cupy-cuda110 (CuPy 7)"
+    assert installed_gpu_build("pytorch", gpu) == "torch for CUDA 12.8"
+    assert installed_gpu_build("tensorflow", gpu) == "tensorflow[and-cuda]"
+    assert installed_gpu_build("jax", gpu) == "jax-cuda12-plugin"
+    assert installed_gpu_build("mxnet", gpu) == "mxnet-cu117"
+    assert installed_gpu_build("chainer", gpu) == "cupy-cuda110 (CuPy 7)"
     monkeypatch.undo()
     # This machine's own install: tensorflow-cpu and JAX without its CUDA plugin; PyPI's
     # torch is a CUDA build, which its version.py says (torch.version.cuda).
-    assert gpu_build("tensorflow") is None and gpu_build("jax") is None
+    assert installed_gpu_build("tensorflow") is None and installed_gpu_build("jax") is None
     if is_installed("pytorch"):
         cuda = framework_process_output("pytorch", "import torch\nprint(torch.version.cuda)")
-        assert gpu_build("pytorch") == (None if cuda == "None" else f"torch for CUDA {cuda}")
+        assert installed_gpu_build("pytorch") == (None if cuda == "None" else f"torch for CUDA {cuda}")

@@ -210,7 +210,7 @@ def _distributions() -> dict[str, str]:
     return found
 
 
-def gpu_build(name: str, distributions: dict[str, str] | None = None) -> str | None:
+def installed_gpu_build(name: str, distributions: dict[str, str] | None = None) -> str | None:
     """Which GPU build of framework ``name`` is installed (e.g. ``"torch for CUDA 12.8"``),
     or None for a CPU-only install, read from the installed packages (``distributions``:
     name to version; default, this environment's) without importing the framework: each

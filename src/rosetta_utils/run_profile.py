@@ -99,7 +99,7 @@ def plan_frameworks(
     """One :class:`FrameworkPlan` per framework (see the module docstring).
 
     ``gpu_builds`` maps a framework to its installed GPU build or None
-    (:func:`rosetta_utils.frameworks.gpu_build`); ``requested`` is
+    (:func:`rosetta_utils.frameworks.installed_gpu_build`); ``requested`` is
     ``ROSETTA_PROFILE`` (read from the environment when None).
     """
     from . import FRAMEWORK_TITLES
@@ -131,10 +131,10 @@ def plan_frameworks(
 
 def build_plan() -> dict[str, FrameworkPlan]:
     """:func:`plan_frameworks` for this machine and the frameworks ROSETTA_FRAMEWORKS selects."""
-    from .frameworks import gpu_build, selected_frameworks
+    from .frameworks import installed_gpu_build, selected_frameworks
 
     selected = selected_frameworks()
-    return plan_frameworks(selected, {name: gpu_build(name) for name in selected})
+    return plan_frameworks(selected, {name: installed_gpu_build(name) for name in selected})
 
 
 def executed_frameworks() -> tuple[str, ...]:

@@ -19,7 +19,7 @@ Each module offers the same functions:
 ``gpu_build(installed)``
     which GPU build of the framework the installed distributions (name: version) hold,
     or None, read without importing the framework
-    (:func:`rosetta_utils.frameworks.gpu_build`).
+    (:func:`rosetta_utils.frameworks.installed_gpu_build`).
 
 They use the framework the page already imported (an ``import`` finds it in
 ``sys.modules``, so the one-framework guard of
