@@ -4,19 +4,27 @@ record, so that a release that changes one fails here, naming it."""
 
 import json
 import types
-from pathlib import Path
 
 import pytest
-
 from conftest import AVAILABLE, parts_as_built
+
+from rosetta_book.record_defaults import (
+    TABLE_PAGES,  # the pages the record holds
+)
 from rosetta_proof import defaults
-from rosetta_proof.defaults import (DEFAULTS_RESULT, DefaultsError, callee, default_changes, default_text,
-                                    defaults_report, defaults_table, read_signatures, recorded_form,
-                                    unsaid_defaults)
+from rosetta_proof.defaults import (
+    DEFAULTS_RESULT,
+    DefaultsError,
+    callee,
+    default_changes,
+    default_text,
+    defaults_report,
+    defaults_table,
+    read_signatures,
+    recorded_form,
+    unsaid_defaults,
+)
 from rosetta_utils import FRAMEWORKS
-
-TABLE_PAGES = sorted((Path(__file__).parents[1] / "book" / "tables").glob("*.md"))
-
 
 # --- reading a call and a signature -------------------------------------------------------------
 
