@@ -70,6 +70,12 @@ def pytest_configure(config):
     if not os.environ.get(OWN_PROCESS_VARIABLE):
         config.rosetta_results = tempfile.mkdtemp(prefix="rosetta-test-results-")
         os.environ["ROSETTA_RESULTS_DIR"] = config.rosetta_results
+        # What the pages' code and the tests leave in the temporary folder (a page's
+        # tempfile.mkdtemp folders: 337 MB for each run of the finding-divergence chapter)
+        # goes into a folder of this run's own, removed when the run ends, in this process
+        # and in every process it starts.
+        config.rosetta_temporary = tempfile.mkdtemp(prefix="rosetta-test-temporary-")
+        os.environ["TMPDIR"] = tempfile.tempdir = config.rosetta_temporary
     missing = missing_frameworks()
     if missing:
         raise pytest.UsageError(
@@ -80,8 +86,9 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    if getattr(config, "rosetta_results", None):
-        shutil.rmtree(config.rosetta_results, ignore_errors=True)
+    for folder in ("rosetta_results", "rosetta_temporary"):
+        if getattr(config, folder, None):
+            shutil.rmtree(getattr(config, folder), ignore_errors=True)
 
 
 #: ``IN_PROCESS`` for ``pytest.mark.parametrize``: the legacy ones marked ``legacy``.

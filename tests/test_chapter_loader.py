@@ -2,6 +2,7 @@
 and its comparisons on what the parts left, as the book build does."""
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -129,6 +130,13 @@ def test_a_part_runs_in_its_own_process_where_other_frameworks_do_not_import(wri
     leaning = myst_page("Lean", code_cell("import torch", "jax"))
     with pytest.raises(ChapterError, match=r"import of 'torch' refused: this process runs the jax part"):
         run_framework_part(write_page("lean.md", leaning), "jax")
+
+
+def test_a_part_in_its_own_process_leaves_nothing_in_the_temporary_folder(write_page):
+    leaves = myst_page("Leaves", code_cell("import tempfile\nleft = tempfile.mkdtemp()", "jax"),
+                       front_matter_extra="tab_results: [left]\n")
+    left = Path(run_framework_part(write_page("leaves.md", leaves), "jax")["left"])
+    assert left.name and not left.exists(), "the part's folder went with its process's scratch"
 
 
 def test_parts_run_side_by_side_keep_their_order_and_a_failing_one_raises(write_page, tmp_path):

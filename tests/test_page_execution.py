@@ -65,6 +65,17 @@ def test_a_part_runs_as_its_download_would_in_an_empty_folder(write_page):
         execute_page(Page.read(failing), ["jax"], log=lambda line: None)
 
 
+def test_what_a_pages_code_leaves_in_the_temporary_folder_goes_with_its_run(write_page):
+    """A page's ``tempfile.mkdtemp`` folder outlives its process; the build removes it
+    with the part's scratch (the finding-divergence chapter leaves 337 MB a run)."""
+    leave = "import tempfile\nvalue = tempfile.mkdtemp(prefix='left-')\nprint(value)"
+    path = write_page("leaves.md", page_with(leave, leave))
+    executed = execute_page(Page.read(path), ["pytorch", "jax"], log=lambda line: None)
+    left = [Path(text.strip()) for text in outputs_of(executed.notebook)[1:3]]
+    assert len(left) == 2 and all(folder.name.startswith("left-") for folder in left)
+    assert not any(folder.exists() for folder in left), "the folders the parts made are gone"
+
+
 def test_a_failing_comparison_names_its_line(write_page):
     text = myst_page("Bad", code_cell("value = 1", "jax"), code_cell("1 / 0", "comparison"),
                      front_matter_extra="frameworks: [jax]\ntab_results: [value]\n")

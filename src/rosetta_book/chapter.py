@@ -178,7 +178,7 @@ def run_framework_part(path: str | Path, framework: str, timeout: float | None =
     with tempfile.TemporaryDirectory(prefix="rosetta-part-") as folder:
         command = [require_python(framework), "-m", "rosetta_book.chapter", str(page.path), framework, folder]
         try:
-            done = subprocess.run(command, env=environment(framework), capture_output=True, text=True,
+            done = subprocess.run(command, env=environment(framework, temporary=Path(folder) / "temporary"), capture_output=True, text=True,
                                   timeout=timeout)
         except subprocess.TimeoutExpired:
             raise ChapterError(f"{page.path}: the {framework} part ran longer than {timeout} s") from None

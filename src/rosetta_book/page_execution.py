@@ -100,9 +100,10 @@ class ExecutedPage:
         return sum(part.seconds for part in self.parts)
 
 
-def kernel_environment(only: str, results_folder: str | Path | None = None) -> dict[str, str]:
-    """The environment of a part's kernel: this process's, with ``only``'s guard installed."""
-    env = environment(only)
+def kernel_environment(only: str, temporary: Path, results_folder: str | Path | None = None) -> dict[str, str]:
+    """The environment of a part's kernel: this process's, with ``only``'s guard installed
+    and its temporary files in ``temporary`` (the caller removes it)."""
+    env = environment(only, temporary=temporary)
     env.setdefault("ROSETTA_BOOK_BUILD", "1")
     env.setdefault("TQDM_DISABLE", "1")  # nobody watches a progress bar in a build
     if not cuda_gpu_visible():
@@ -393,7 +394,7 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
         executed.cells.append(_save_cell(page, framework, Path(scratch)))
         folder = Path(scratch) / "download"  # an empty folder: the page is not beside it
         folder.mkdir()
-        env = kernel_environment(framework)
+        env = kernel_environment(framework, Path(scratch) / "temporary")
         if cache is not None and keeps_compiled_programs(page):
             env.update(compilation_caches(cache.path))
         if not runs_alone(page.untimed):
@@ -471,7 +472,7 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
         f"open({str(counted)!r}, 'w').write(str(_rosetta_gated()))\n"
         "del _rosetta_gated"))
     seconds, cpu, _ = _run_in_turns(page, "comparison", notebook, origins, page.path.parent,
-                               kernel_environment("none", results_folder), timeout,
+                               kernel_environment("none", Path(results_folder) / "temporary", results_folder), timeout,
                                _native_log(log_folder, page, "comparisons"), None, slots or Slots(1),
                                expected_seconds(page, "comparisons", cache), None, clocks_allowed=False)
     notebook.cells.pop()
