@@ -8,7 +8,7 @@ import pytest
 
 from rosetta_proof.checklist import (COSTS, FIRST, ChecklistError, checklist_html, first_traps, trap_cost,
                                      load_tables, names_framework, pair_traps, record_table)
-from rosetta_proof.translation_checks import check_concepts
+from rosetta_proof.translation_checks import check_concepts, compare_pair
 from rosetta_utils.cases import grid
 
 CASES = grid(size=(4, 5, 6))
@@ -163,11 +163,33 @@ def test_a_call_that_raises_is_an_error_even_where_it_returns_several_arrays(tmp
     (lambda value, case: value * 2, "by up to 5"),
     (lambda value, case: np.where(value > 2, np.nan, value), "with NaN in one of the two"),
     (lambda value, case: value[:-1], "in shape"),
+    (lambda value, case: (value * 2).astype(np.float32),
+     "by up to 5, and in dtype (PyTorch float64, TensorFlow (Keras 3) float32)"),
 ])
 def test_a_difference_is_labelled_by_what_differs(tmp_path, change, said):
     tables = record(tmp_path, {("shifted", "tensorflow"): change})
     (row,) = [r for r in tables[0]["rows"] if r["concept"] == "shifted"]
     assert trap_cost(row, "pytorch", "tensorflow") == ("silent", f"differs on every case checked (3), {said}")
+
+
+def test_the_same_values_in_another_dtype_are_a_trap_of_their_own(tmp_path):
+    """MXNet's argmax gives its indices as float32 where the others give integers: equal
+    values, another dtype. A Python number beside an array is no dtype difference."""
+    every = record(tmp_path / "a", {("plain", "tensorflow"): lambda value, case: value.astype(np.float32)})
+    (row,) = [r for r in every[0]["rows"] if r["concept"] == "plain"]
+    assert trap_cost(row, "pytorch", "tensorflow") == (
+        "dtype", "the same values in another dtype on every case checked: PyTorch float64, "
+                 "TensorFlow (Keras 3) float32")
+    assert costs(every, "pytorch", "tensorflow")["Plain"] == "dtype"
+    assert "Plain" not in costs(every, "pytorch", "jax")
+    some = record(tmp_path / "b", {("raises", "jax"):
+                                   lambda value, case: value.astype(np.int32) if case.size == 4 else value})
+    (row,) = [r for r in some[0]["rows"] if r["concept"] == "raises"]
+    assert trap_cost(row, "jax", "pytorch") == (
+        "dtype", "the same values in another dtype on 1 of 3 cases (e.g. size 4): JAX (Flax) int32, PyTorch float64")
+    number = compare_pair("pytorch", "tensorflow", {"loss": 2.0, "grad": np.ones(2)},
+                          {"loss": np.float32(2.0), "grad": np.ones(2)}, None, 1e-5)
+    assert (number.differs, number.dtype_only, number.dtypes) == (0, 0, ())
 
 
 def test_an_aligned_default_that_differs_for_the_pair_is_a_trap_of_its_own(tmp_path):
@@ -190,6 +212,7 @@ def test_an_aligned_default_that_differs_for_the_pair_is_a_trap_of_its_own(tmp_p
     traps = pair_traps([table], "pytorch", "tensorflow")
     (default,) = [trap for trap in traps if trap.cost == "defaults"]
     assert [trap.cost for trap in traps] == ["silent", "condition", "defaults", "error", "weights"]
+    assert list(COSTS).index("defaults") < list(COSTS).index("dtype") < list(COSTS).index("error")
     assert default.title == "Plain" and default.label == "tiny-plain"
     assert default.detail.startswith("running average's weight: PyTorch `momentum`=0.1 (as 1 - x: 0.9), "
                                      "TensorFlow (Keras 3) `momentum`=0.99 (differs: checked by the row plain)")

@@ -8,7 +8,8 @@ against each other framework's, case by case. The checklist page, executed
 after every other page, reads those records (:func:`load_tables`) and ranks,
 for each direction of each pair, what every row costs a port
 (:func:`trap_cost`, :data:`COSTS`): results that differ silently on every case
-checked, on some cases, an error or a missing call, the same results as the
+checked, on some cases, the same values in another dtype, an error or a
+missing call, the same results as the
 table writes them where the prose names a trap, or initial weights that
 differ; and the aligned defaults that differ between the two (their records,
 :func:`record_aligned`, from :mod:`rosetta_proof.defaults`). A pair's list
@@ -117,6 +118,7 @@ COSTS = {
     "silent": "Silently different results, on every case checked",
     "condition": "Silently different results, on some cases",
     "defaults": "A default that differs: silent wherever a call leaves it unsaid",
+    "dtype": "The same values in another dtype: silent until an index or a sum needs the other",
     "error": "An error, or no such call, where the other computes",
     "noise": "The same within the row's bound as the table writes it; its prose names a trap",
     "weights": "Different initial weights: gone once the weights are moved",
@@ -147,16 +149,25 @@ def _cell(entry: Mapping[str, Any]) -> str:
     return f"{calls}: {entry['verdict']}" if calls else entry["verdict"]
 
 
-def _by(pair: Mapping[str, Any], unit: str = "") -> str:
+def _dtypes(pair: Mapping[str, Any], source: str, target: str) -> str:
+    """The first two dtypes that differ, each with its framework."""
+    mine, theirs = pair["dtypes"]
+    return f"{FRAMEWORK_TITLES[source]} {mine}, {FRAMEWORK_TITLES[target]} {theirs}"
+
+
+def _by(pair: Mapping[str, Any], source: str, target: str, unit: str = "") -> str:
     """How the cases that differ differ, from the pair's record: by how much where both
     give finite values of one shape, "with NaN" where one gives NaN and the other a
-    number, "in shape" where their shapes or structures differ."""
+    number, "in shape" where their shapes or structures differ, "in dtype" (which two)
+    where their arrays' dtypes differ too."""
     found = []
     if "values" in pair["differs_in"]:
         largest = pair["largest_value"]
         found.append(f"by {largest:g} {unit}" if unit else f"by up to {largest:.2g}")
-    found += [{"NaN": "with NaN in one of the two", "shape": "in shape"}[kind]
-              for kind in pair["differs_in"] if kind != "values"]
+    words = {"NaN": "with NaN in one of the two", "shape": "in shape"}
+    found += [words[kind] for kind in pair["differs_in"] if kind in words]
+    if "dtype" in pair["differs_in"]:
+        found.append(f"in dtype ({_dtypes(pair, source, target)})")
     return ", and ".join(found)
 
 
@@ -179,12 +190,17 @@ def trap_cost(row: Mapping[str, Any], source: str, target: str) -> tuple[str, st
     pair = next((p for p in mine.get("against", []) if p["other"] == target), None)
     if pair is None:
         raise ChecklistError(f"{row['title']}: {source} was not compared with {target}")
+    by = _by(pair, source, target, mine.get("unit", ""))
     if pair["differs"] == pair["cases"]:
         shown = f" ({pair['cases']})" if pair["cases"] > 1 else ""
-        return "silent", f"differs on every case checked{shown}, {_by(pair, mine.get('unit', ''))}"
+        return "silent", f"differs on every case checked{shown}, {by}"
     if pair["differs"]:
         return "condition", (f"differs on {pair['differs']} of {pair['cases']} cases "
-                             f"(e.g. {pair['differs_at']}), {_by(pair, mine.get('unit', ''))}")
+                             f"(e.g. {pair['differs_at']}), {by}")
+    if pair.get("dtype_only"):
+        where = "every case checked" if pair["dtype_only"] == pair["cases"] else \
+            f"{pair['dtype_only']} of {pair['cases']} cases (e.g. {pair['dtype_only_at']})"
+        return "dtype", f"the same values in another dtype on {where}: {_dtypes(pair, source, target)}"
     if pair["raises"]:
         who = " and ".join(FRAMEWORK_TITLES[name] for name in pair["raised_by"])
         return "error", f"{who} raises on {pair['raises']} of {pair['cases']} cases (e.g. {pair['raises_at']})"

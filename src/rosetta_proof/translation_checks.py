@@ -107,10 +107,17 @@ class PairDifference:
     raised_by: tuple[str, ...] = ()
     raises_at: str = ""
     #: How the cases that differ differ: "values" (both finite, same shapes), "NaN" (one
-    #: has NaN where the other does not) or "shape" (another shape or structure).
+    #: has NaN where the other does not), "shape" (another shape or structure), and
+    #: "dtype" where their arrays' dtypes differ too.
     differs_in: tuple[str, ...] = ()
     #: The largest difference among the cases that differ in values only.
     largest_value: float = 0.0
+    #: The cases on which the two agree within the bound but give arrays of another dtype
+    #: (an index as int32 against int64, a float32 index), and the first of them.
+    dtype_only: int = 0
+    dtype_only_at: str = ""
+    #: The first pair of dtypes that differ (this framework's, the other's), or ().
+    dtypes: tuple[str, ...] = ()
 
 
 def _raised(result: Any) -> bool:
@@ -125,13 +132,32 @@ def _raised(result: Any) -> bool:
     return False
 
 
+def _dtypes_of(value: Any) -> list[str | None]:
+    """The dtype of each array in ``value`` (nested tuples, lists and dicts, in order), and
+    None for what is no array (a Python number, a string)."""
+    if isinstance(value, Mapping):
+        return [dtype for key in sorted(value, key=str) for dtype in _dtypes_of(value[key])]
+    if isinstance(value, (tuple, list)):
+        return [dtype for item in value for dtype in _dtypes_of(item)]
+    return [str(value.dtype) if isinstance(value, (np.ndarray, np.generic)) else None]
+
+
+def _other_dtype(mine: Any, yours: Any) -> tuple[str, str] | None:
+    """The first two arrays, one of each result, whose dtypes differ; None where every
+    array of one has the dtype of the other's at the same place."""
+    first, second = _dtypes_of(mine), _dtypes_of(yours)
+    if len(first) != len(second):
+        return None  # another structure: the values' comparison says so
+    return next(((a, b) for a, b in zip(first, second) if a and b and a != b), None)
+
+
 def compare_pair(framework: str, other: str, got: Any, theirs: Any, cases: Sequence[Case] | None,
                  bound: float) -> PairDifference:
     """``framework``'s results against ``other``'s, case by case (one result off a grid)."""
     pairs = [(got, theirs)] if cases is None else list(zip(got, theirs))
     names = [""] if cases is None else [str(case) for case in cases]
     differs, raises, largest, differs_at, raises_at, raised_by = 0, 0, 0.0, "", "", set()
-    kinds, largest_value = set(), 0.0
+    kinds, largest_value, dtype_only, dtype_only_at, dtypes = set(), 0.0, 0, "", ()
     for name, (mine, yours) in zip(names, pairs):
         if _raised(mine) or _raised(yours):
             if _raised(mine) != _raised(yours):
@@ -143,16 +169,21 @@ def compare_pair(framework: str, other: str, got: Any, theirs: Any, cases: Seque
             difference = max_abs_difference(_as_mapping(mine), _as_mapping(yours))
         except (ValueError, TypeError):
             difference = math.inf  # another shape or structure
+        other_dtype = _other_dtype(mine, yours)
+        dtypes = dtypes or other_dtype or ()
         if not difference <= bound:  # NaN too
             differs += 1
             largest = max(largest, _size(difference))
             differs_at = differs_at or name
             kind = "NaN" if math.isnan(difference) else "shape" if math.isinf(difference) else "values"
-            kinds.add(kind)
+            kinds.update([kind, "dtype"] if other_dtype else [kind])
             if kind == "values":
                 largest_value = max(largest_value, difference)
+        elif other_dtype:
+            dtype_only += 1
+            dtype_only_at = dtype_only_at or name
     return PairDifference(other, len(pairs), differs, largest, differs_at, raises, tuple(sorted(raised_by)),
-                          raises_at, tuple(sorted(kinds)), largest_value)
+                          raises_at, tuple(sorted(kinds)), largest_value, dtype_only, dtype_only_at, dtypes)
 
 
 def _outputs_of(run: Any) -> Mapping[str, Any]:
