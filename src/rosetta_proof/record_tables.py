@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.frameworks import REGISTRY
 from rosetta_utils.tasks import TASK_REGISTRY
 from .records import standing
 
@@ -386,10 +385,6 @@ def why_page_stops(result: dict[str, Any], target_ratio: float) -> str:
     return result.get("limit") or "not established"
 
 
-#: Each framework's float32 matrix products among the benchmark's peak paths, by name
-#: (:mod:`rosetta_book.bench.peak` names its paths from here).
-MATMUL_PATHS = {name: framework.matmul_paths for name, framework in REGISTRY.items()}
-
 #: The columns of :func:`missed_targets`.
 MISSED_TARGETS_HEADERS = ["task", "framework", "target", "page", "tried: the best", "why it stops there"]
 
@@ -398,8 +393,8 @@ def why_below_peak(report: dict[str, Any], framework: str, target: dict[str, Any
     """Why a page's configuration stays below its share-of-peak target, from what the
     report measured: the framework's own fastest matrix product, and the best of the
     configurations the search tried."""
-    rates = {path: rate for path, rate in report.get("matmul_flops", {}).items()
-             if path in MATMUL_PATHS.get(framework, ())}
+    owners = report.get("matmul_frameworks", {})  # which framework's process timed each product
+    rates = {path: rate for path, rate in report.get("matmul_flops", {}).items() if owners.get(path) == framework}
     if not rates:
         return "the report has no matrix product of this framework to compare with"
     path = max(rates, key=rates.get)

@@ -55,8 +55,6 @@ class Framework:
     companions: tuple[tuple[str, str], ...] = ()
     #: How prose names it (a porting trap that says "Keras" is TensorFlow's).
     names_in_prose: tuple[str, ...] = ()
-    #: Its float32 matrix products among the benchmark's peak paths, by name.
-    matmul_paths: tuple[str, ...] = ()
     #: The module of its backend helpers (version, device, threads, synchronize: see
     #: :mod:`rosetta_utils.backends`); empty: ``rosetta_utils.backends.<name>``.
     backend: str = ""
@@ -88,18 +86,17 @@ class Framework:
 REGISTRY = {framework.name: framework for framework in (
     Framework("pytorch", "PyTorch", "current", ("torch",), ("torch",),
               companions=(("torchvision", "torchvision"), ("torchaudio", "torchaudio")),
-              names_in_prose=("PyTorch", "torch"), matmul_paths=("torch.mm", "torch oneDNN linear")),
+              names_in_prose=("PyTorch", "torch")),
     Framework("tensorflow", "TensorFlow (Keras 3)", "current", ("tensorflow", "keras"), ("tensorflow", "keras"),
-              companions=(("tf_keras", "tf-keras"),), names_in_prose=("TensorFlow", "Keras", "tf."),
-              matmul_paths=("tf.matmul",)),
+              companions=(("tf_keras", "tf-keras"),), names_in_prose=("TensorFlow", "Keras", "tf.")),
     Framework("jax", "JAX (Flax)", "current", ("flax", "jax", "jaxlib", "optax"), ("jax", "flax", "optax"),
               companions=(("orbax", "orbax-checkpoint"),),
-              names_in_prose=("JAX", "Flax", "XLA", "nnx", "optax", "jnp"), matmul_paths=("jax.numpy.dot (XLA)",)),
+              names_in_prose=("JAX", "Flax", "XLA", "nnx", "optax", "jnp")),
     Framework("mxnet", "MXNet (Gluon)", "legacy", ("mxnet",), ("mxnet==1.9.1", "numpy<2"), python="3.11 or older",
-              names_in_prose=("MXNet", "Gluon"), matmul_paths=("mxnet.nd.dot",)),
+              names_in_prose=("MXNet", "Gluon")),
     Framework("chainer", "Chainer", "legacy", ("chainer", "chainerx", "chainermn"), ("chainer==7.8.1", "numpy<2"),
-              build_with=("setuptools<81", "wheel"), python="3.11 or older", companions=(("cupy", "cupy"),), names_in_prose=("Chainer",),
-              matmul_paths=("numpy (Chainer's environment)",)),
+              build_with=("setuptools<81", "wheel"), python="3.11 or older", companions=(("cupy", "cupy"),),
+              names_in_prose=("Chainer",)),
 )}
 
 #: The five frameworks of the book, in the order their tabs appear.

@@ -11,7 +11,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rosetta_proof.record_tables import MATMUL_PATHS
 from rosetta_utils.timing import measure
 
 
@@ -24,16 +23,7 @@ def _operands(size: int) -> tuple[np.ndarray, np.ndarray]:
 def matmul_paths(framework: str | None, size: int) -> dict[str, Callable[[], Callable[[], Any]]]:
     """Builders of a ``size``² float32 product per path of ``framework`` (``None``: numpy);
     each returns a no-argument function that computes it and waits for the result. The
-    names are those the reports are read by (:data:`rosetta_proof.record_tables.MATMUL_PATHS`)."""
-    paths = _matmul_paths(framework, size)
-    unknown = sorted(set(paths) - set(MATMUL_PATHS.get(framework, ()))) if framework else []
-    if unknown:
-        raise ValueError(f"{framework}: matrix-product paths {unknown} are not in MATMUL_PATHS, by which "
-                         "the reports tell each framework's own product")
-    return paths
-
-
-def _matmul_paths(framework: str | None, size: int) -> dict[str, Callable[[], Callable[[], Any]]]:
+    reports name each path's framework (``matmul_frameworks``: the process that timed it)."""
     a, b = _operands(size)
     if framework is None:
         return {"numpy (its BLAS)": lambda: (lambda: a @ b)}

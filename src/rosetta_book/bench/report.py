@@ -52,7 +52,8 @@ def summarize(raw: Mapping[str, Any], profile: str) -> dict[str, Any]:
         "training": task.training, "rounds": raw["rounds"], "warmup": raw["warmup"], "steps": raw["steps"],
         "started": raw["started"], "wall_seconds": raw["wall_seconds"], "load_average": raw["load_average"],
         "machine": raw.get("machine", {}),
-        "peak_flops": peak, "peak_path": peak_path, "matmul_flops": rates, "model_flops_per_item": per_item_flops,
+        "peak_flops": peak, "peak_path": peak_path, "matmul_flops": rates,
+        "matmul_frameworks": raw["matmul_frameworks"], "model_flops_per_item": per_item_flops,
         "target_ratio": TARGET_RATIO, "frameworks": {},
         # frameworks timed one after another: the turns, and why (the task's reason, or asked for)
         "in_turn": raw.get("in_turn"),

@@ -208,6 +208,7 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
                 numpy_product()
                 seconds = {index: {name: [] for name in group.names} for index, group in enumerate(groups)}
                 matmul: dict[str, list[float]] = {"numpy (its BLAS)": []}
+                owners: dict[str, str | None] = {"numpy (its BLAS)": None}  # product -> its framework
                 probes: dict[int, dict[str, list[float]]] = {}  # process -> probe -> seconds
                 turns = list(range(len(processes))) + [None]  # None: the parent's numpy turn
                 for round_ in range(rounds):
@@ -225,6 +226,7 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
                             seconds[turn][name].append(value)
                         for path, value in answer["matmul_seconds"].items():
                             matmul.setdefault(path, []).append(value)
+                            owners[path] = groups[turn].framework
                         for name, value in answer.get("probe_seconds", {}).items():
                             probes.setdefault(turn, {}).setdefault(name, []).append(value)
                     log(f"{task}: round {round_ + 1}/{rounds} done")
@@ -244,7 +246,8 @@ def run_task(task: str, frameworks: tuple[str, ...], *, rounds: int, warmup: int
             entry["alternatives"][name] = {**ready[index]["ready"][name], "seconds": seconds[index][name],
                                            "env": group.env}
     return {"task": task, "rounds": rounds, "warmup": warmup, "steps": steps,
-            "pause": pause, "matmul_size": matmul_size, "matmul_seconds": matmul, "frameworks": measured,
+            "pause": pause, "matmul_size": matmul_size, "matmul_seconds": matmul, "matmul_frameworks": owners,
+            "frameworks": measured,
             "load_average": {"before": load_before, "after": machine_load()},
             "machine": {"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0))},
             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)),
@@ -280,16 +283,18 @@ def merge_runs(runs: list[Mapping[str, Any]]) -> dict[str, Any]:
             if run[key] != first[key]:
                 raise ValueError(f"runs to merge differ in {key}: {first[key]!r} and {run[key]!r}")
     matmul: dict[str, list[float]] = {}
+    owners: dict[str, str | None] = {}
     measured: dict[str, Any] = {}
     for run in runs:
         for path, values in run["matmul_seconds"].items():
             matmul.setdefault(path, []).extend(values)
+        owners.update(run["matmul_frameworks"])
         overlap = set(measured) & set(run["frameworks"])
         if overlap:
             raise ValueError(f"runs to merge both measured {', '.join(sorted(overlap))}")
         measured.update({framework: {**result, "matmul_seconds": dict(run["matmul_seconds"])}
                          for framework, result in run["frameworks"].items()})
-    return {**first, "matmul_seconds": matmul, "frameworks": measured,
+    return {**first, "matmul_seconds": matmul, "matmul_frameworks": owners, "frameworks": measured,
             "load_average": {"before": first["load_average"]["before"], "after": last["load_average"]["after"]},
             "wall_seconds": round(sum(run["wall_seconds"] for run in runs), 1),
             "in_turn": [sorted(run["frameworks"]) for run in runs]}
