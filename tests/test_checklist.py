@@ -129,6 +129,13 @@ def test_prose_names_a_framework_by_any_of_its_names():
     assert names_framework("Gluon's trainer", "mxnet") and not names_framework("Gluon's trainer", "chainer")
 
 
+def test_a_framework_the_names_do_not_list_goes_by_its_title(monkeypatch):
+    from rosetta_proof import checklist
+
+    monkeypatch.setitem(checklist.FRAMEWORK_TITLES, "npnet", "NpNet (numpy)")
+    assert names_framework("NpNet pads at the end", "npnet") and not names_framework("numpy pads", "npnet")
+
+
 def test_a_record_that_is_not_a_table_is_refused_naming_it(tmp_path):
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "broken.json").write_text(json.dumps({"rows": []}))

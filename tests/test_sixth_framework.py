@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: The one registry entry the test adds (the framework's modules live in the test's folder).
 ENTRY = ('    Framework("npnet", "NpNet", "current", ("npnet",), ("npnet",), backend="npnet_backend",\n'
-         '              gru_converter=None, names_in_prose=("NpNet",)),\n')
+         '              gru_converter=None),\n')
 
 FRAMEWORK = '''
 """A throwaway framework: numpy behind a module of its own."""

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
-from rosetta_utils.frameworks import REGISTRY
 from .records import build_results_dir
 
 #: The folder of the tables' records, under this build's results.
@@ -35,7 +34,11 @@ TABLES_FOLDER = "tables"
 #: The folder of their aligned defaults (:func:`record_aligned`), beside it.
 DEFAULTS_FOLDER = "tables-defaults"
 #: How prose names each framework (a trap that says "Keras" names TensorFlow's column).
-NAMES = {name: framework.names_in_prose for name, framework in REGISTRY.items()}
+#: How the tables' prose names each framework (a porting trap that says "Keras" is
+#: TensorFlow's), where its title alone does not say it all; any other framework goes by
+#: its title, without what the parentheses add (:func:`names_framework`).
+NAMES = {"pytorch": ("PyTorch", "torch"), "tensorflow": ("TensorFlow", "Keras", "tf."),
+         "jax": ("JAX", "Flax", "XLA", "nnx", "optax", "jnp"), "mxnet": ("MXNet", "Gluon"), "chainer": ("Chainer",)}
 
 
 class ChecklistError(ValueError):
@@ -109,8 +112,9 @@ def load_tables(folder: Path | None = None) -> list[dict[str, Any]]:
 
 
 def names_framework(text: str, framework: str) -> bool:
-    """Whether ``text`` names ``framework`` (by any of its :data:`NAMES`)."""
-    return any(re.search(rf"(?<![\w.]){re.escape(name)}", text) for name in NAMES[framework])
+    """Whether ``text`` names ``framework`` (by any of its :data:`NAMES`, or by its title)."""
+    names = NAMES.get(framework) or (FRAMEWORK_TITLES[framework].split(" (")[0],)
+    return any(re.search(rf"(?<![\w.]){re.escape(name)}", text) for name in names)
 
 
 #: What a trap costs a port, worst first: the groups of a pair's list, in order.

@@ -53,8 +53,6 @@ class Framework:
     python: str = ""
     #: Its companion libraries, installed apart (module: distribution), e.g. torchvision.
     companions: tuple[tuple[str, str], ...] = ()
-    #: How prose names it (a porting trap that says "Keras" is TensorFlow's).
-    names_in_prose: tuple[str, ...] = ()
     #: The module of its backend helpers (version, device, threads, synchronize: see
     #: :mod:`rosetta_utils.backends`); empty: ``rosetta_utils.backends.<name>``.
     backend: str = ""
@@ -85,18 +83,14 @@ class Framework:
 #: The book's frameworks, in the order their tabs appear.
 REGISTRY = {framework.name: framework for framework in (
     Framework("pytorch", "PyTorch", "current", ("torch",), ("torch",),
-              companions=(("torchvision", "torchvision"), ("torchaudio", "torchaudio")),
-              names_in_prose=("PyTorch", "torch")),
+              companions=(("torchvision", "torchvision"), ("torchaudio", "torchaudio"))),
     Framework("tensorflow", "TensorFlow (Keras 3)", "current", ("tensorflow", "keras"), ("tensorflow", "keras"),
-              companions=(("tf_keras", "tf-keras"),), names_in_prose=("TensorFlow", "Keras", "tf.")),
+              companions=(("tf_keras", "tf-keras"),)),
     Framework("jax", "JAX (Flax)", "current", ("flax", "jax", "jaxlib", "optax"), ("jax", "flax", "optax"),
-              companions=(("orbax", "orbax-checkpoint"),),
-              names_in_prose=("JAX", "Flax", "XLA", "nnx", "optax", "jnp")),
-    Framework("mxnet", "MXNet (Gluon)", "legacy", ("mxnet",), ("mxnet==1.9.1", "numpy<2"), python="3.11 or older",
-              names_in_prose=("MXNet", "Gluon")),
+              companions=(("orbax", "orbax-checkpoint"),)),
+    Framework("mxnet", "MXNet (Gluon)", "legacy", ("mxnet",), ("mxnet==1.9.1", "numpy<2"), python="3.11 or older"),
     Framework("chainer", "Chainer", "legacy", ("chainer", "chainerx", "chainermn"), ("chainer==7.8.1", "numpy<2"),
-              build_with=("setuptools<81", "wheel"), python="3.11 or older", companions=(("cupy", "cupy"),),
-              names_in_prose=("Chainer",)),
+              build_with=("setuptools<81", "wheel"), python="3.11 or older", companions=(("cupy", "cupy"),)),
 )}
 
 #: The five frameworks of the book, in the order their tabs appear.
