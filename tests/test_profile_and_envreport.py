@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.machine import FrameworkReport, machine_lines, report_framework
+from rosetta_proof.framework_report import FrameworkReport, report_framework
+from rosetta_utils.machine import machine_lines
 from conftest import AVAILABLE, IN_PROCESS_PARAMS, framework_process_output
 from rosetta_book.environments import require_python
 from rosetta_book.one_framework import environment
@@ -79,7 +80,7 @@ def report_in_a_part(framework: str, imports: str) -> str:
     blocked, the framework imported by the page's own lines, OMP_NUM_THREADS not set."""
     env = environment(framework)
     env.pop("OMP_NUM_THREADS", None)
-    code = f"{imports}\nfrom rosetta_utils.machine import report_framework\nprint(report_framework({framework!r}).line())"
+    code = f"{imports}\nfrom rosetta_proof.framework_report import report_framework\nprint(report_framework({framework!r}).line())"
     done = subprocess.run([require_python(framework), "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
@@ -112,7 +113,7 @@ ARRAY_AND_MODEL = {
 def device_in_a_part(framework: str, code: str) -> str:
     env = environment(framework)
     script = (f"import numpy as np\n{PAGE_IMPORTS[framework]}\n{code}\n"
-              "from rosetta_utils.machine import array_device_in\n"
+              "from rosetta_proof.framework_report import array_device_in\n"
               f"print('DEVICE', array_device_in({framework!r}, dict(globals())))")
     done = subprocess.run([require_python(framework), "-c", script], env=env, capture_output=True, text=True,
                           timeout=300)

@@ -81,7 +81,7 @@ def collect_tab_results(
     plus ``environment``: the framework's versions, threads, and the device of an array the
     part made; and where ``callees`` names the callables of a translation table's decisive
     calls, their signatures as this process's release has them (:mod:`rosetta_proof.defaults`)."""
-    from rosetta_utils.machine import report_framework
+    from .framework_report import report_framework
 
     results: dict[str, Any] = {}
     for name in names:
