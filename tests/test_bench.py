@@ -22,7 +22,8 @@ from rosetta_utils import FRAMEWORKS
 from rosetta_book.bench.tiny import FLOP_PER_ITEM, TINY
 from rosetta_book.chapter import load_chapter
 
-from conftest import IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
+from frameworks_under_test import IN_PROCESS, IN_PROCESS_PARAMS
+from page_checks import smoke_offline
 
 ROOT = Path(__file__).parents[1]
 TINY_SPEC = "rosetta_book.bench.tiny:TINY"

@@ -9,7 +9,7 @@ from rosetta_book.bench import resnet50_flops, summarize
 from rosetta_book.bench.convolutions import PROBED, conv_call_flops, convolutions_alone
 from rosetta_proof.record_tables import why_below_peak
 
-from conftest import IN_PROCESS, IN_PROCESS_PARAMS
+from frameworks_under_test import IN_PROCESS, IN_PROCESS_PARAMS
 from test_bench import measured, raw_run
 
 #: a batch of 2 images, 3 channels, 8 x 8, as a page's extractor takes them (NCHW numpy)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import code_cell, myst_page
+from tiny_pages import code_cell, myst_page
 from rosetta_book.chapter import (ChapterError, load_chapter, load_comparisons, run_framework_part,
                                    run_framework_parts, tab_results_of)
 from rosetta_proof.tab_results import TabResultError

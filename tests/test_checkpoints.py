@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import IN_PROCESS
+from frameworks_under_test import IN_PROCESS
 from rosetta_utils.checkpoints import CheckpointError, canonical_names, convert, mismatches, write_canonical
 from rosetta_utils.checkpoints.formats import read, write
 from rosetta_utils.checkpoints.layouts import FRAMEWORKS, from_canonical, keras_groups, layout, to_canonical

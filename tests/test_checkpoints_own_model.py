@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE
+from frameworks_under_test import AVAILABLE
 from rosetta_book.environments import python_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import build_sphinx, code_cell, myst_page
+from tiny_pages import build_sphinx, code_cell, myst_page
 from rosetta_book.decisive_calls import decisive_calls, write_decisive_calls
 from rosetta_book.page import Page, PageError
 from rosetta_proof.compact_table import CompactTableError, compact_markdown, compact_rows, load_calls

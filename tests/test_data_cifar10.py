@@ -21,7 +21,7 @@ from rosetta_utils import data
 from rosetta_utils.data import DataError, StandInWarning, cifar10
 from rosetta_utils.data.standins import synthetic_cifar10
 
-from conftest import snapshot
+from page_checks import snapshot
 from local_http_server import unused_port_url
 
 RECORD = 3073

@@ -23,7 +23,7 @@ import pytest
 from rosetta_utils.data import DataError, StandInWarning, imdb, imdb_loader, pre_padded, safe_npz
 from rosetta_utils.data.standins import synthetic_imdb
 
-from conftest import snapshot
+from page_checks import snapshot
 from local_http_server import unused_port_url
 
 NUM_WORDS, MAXLEN = 30_000, 150

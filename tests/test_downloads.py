@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AVAILABLE, code_cell, myst_page
+from frameworks_under_test import AVAILABLE
+from tiny_pages import code_cell, myst_page
 from rosetta_book.downloads import (
     download_notebook,
     download_requirements,
@@ -177,7 +178,7 @@ def test_the_install_line_names_every_package_the_download_imports(write_page):
 
 def test_a_helper_that_reads_keras_weights_brings_its_extra_and_mxnet_its_threads(write_page):
     page = myst_page("Weights", code_cell("from rosetta_utils.pretrained import resnet50_imagenet_weights"),
-                     code_cell("import mxnet\nfrom rosetta_utils.machine import machine_lines", "mxnet"),
+                     code_cell("import mxnet\nfrom rosetta_utils.timing import Timing", "mxnet"),
                      code_cell("import torch", "pytorch"), front_matter_extra="frameworks: [pytorch, mxnet]\n")
     assert "keras-h5" in _line(page, "pytorch", write_page) and "threads" not in _line(page, "pytorch", write_page)
     assert _line(page, "mxnet", write_page).endswith("whl[images,keras-h5,threads]'")

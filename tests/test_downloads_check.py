@@ -89,7 +89,7 @@ def test_one_download_per_framework_runs_in_fresh_environments_from_its_own_line
     frameworks from the package registry), offline, in an empty folder. Each environment
     is made by the interpreter its framework's book environment was made from, never
     with the book environment's packages."""
-    from conftest import AVAILABLE
+    from frameworks_under_test import AVAILABLE
     from rosetta_book.environments import environment_of, require_python
 
     pythons = {}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import code_cell, myst_page
+from tiny_pages import code_cell, myst_page
 
 from rosetta_book.gpu_check import (
     BY_DESIGN,

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from conftest import LEGACY_FRAMEWORKS
+from frameworks_under_test import LEGACY_FRAMEWORKS
 from rosetta_book.environments import environment_of
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.gru import (

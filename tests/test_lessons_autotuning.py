@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (AVAILABLE, assert_knob_table_complete, comparisons_with_records, framework_process_output,
-                      smoke_offline)
+from frameworks_under_test import AVAILABLE
+from page_checks import assert_knob_table_complete, comparisons_with_records, framework_process_output, smoke_offline
 from rosetta_book.chapter import run_framework_parts
 from rosetta_proof.record_tables import NOT_MEASURED_ON_A_GPU
 from rosetta_utils.frameworks import is_installed

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS_PARAMS, assert_knob_table_complete, parts_as_built, smoke_offline
+from frameworks_under_test import AVAILABLE, IN_PROCESS_PARAMS
+from page_checks import assert_knob_table_complete, parts_as_built, smoke_offline
 from rosetta_book.chapter import load_chapter, load_comparisons
 from rosetta_utils.frameworks import is_installed
 from rosetta_utils.run_profile import is_test_build
@@ -209,7 +210,7 @@ def test_the_augmentation_checks_fail_each_wrong_case(comparison):
 
 def test_a_wrong_worker_sample_stops_the_page(parts):
     """Images the workers flipped the other way stop the page, as a failed proof does."""
-    from conftest import assert_a_failed_proof_stops_the_page
+    from page_checks import assert_a_failed_proof_stops_the_page
 
     framework = AVAILABLE[0]
     sample = parts[framework]["worker_sample"]

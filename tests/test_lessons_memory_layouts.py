@@ -20,10 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (
+from frameworks_under_test import AVAILABLE, IN_PROCESS_PARAMS
+from page_checks import (
     comparisons_with_records,
-    AVAILABLE,
-    IN_PROCESS_PARAMS,
     assert_a_failed_proof_stops_the_page,
     assert_knob_table_complete,
     smoke_offline,

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (AVAILABLE, IN_PROCESS_PARAMS, assert_knob_table_complete, framework_process_output,
-                      smoke_offline)
+from frameworks_under_test import AVAILABLE, IN_PROCESS_PARAMS
+from page_checks import assert_knob_table_complete, framework_process_output, smoke_offline
 from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_book.page import Page, cell_role
 from rosetta_utils.frameworks import is_installed

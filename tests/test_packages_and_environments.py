@@ -23,7 +23,8 @@ import pytest
 from jupyter_cache import get_cache
 from uv import find_uv_bin
 
-from conftest import AVAILABLE, code_cell, myst_page
+from frameworks_under_test import AVAILABLE
+from tiny_pages import code_cell, myst_page
 from rosetta_book.environments import (
     ENVIRONMENTS,
     BookEnvironmentError,

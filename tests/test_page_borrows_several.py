@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import code_cell, myst_page
+from tiny_pages import code_cell, myst_page
 from rosetta_book.chapter import load_chapter
 from rosetta_book.downloads import download_notebook, download_script
 from rosetta_book.environments import require_python

@@ -11,8 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (summary_shown, comparisons_as_built, parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
-                      assert_true_float32_equivalence, smoke_offline)
+from frameworks_under_test import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS
+from page_checks import (
+    summary_shown,
+    comparisons_as_built,
+    parts_as_built,
+    assert_a_failed_proof_stops_the_page,
+    assert_true_float32_equivalence,
+    smoke_offline,
+)
 from rosetta_book.bench.tasks import TASKS, page_configuration
 from rosetta_book.chapter import load_chapter
 from rosetta_proof.records import load_results

@@ -126,7 +126,7 @@ def test_no_part_reads_a_name_it_never_defines(path):
 
 
 def test_the_name_check_catches_a_name_from_another_tab(write_page):
-    from conftest import code_cell, myst_page
+    from tiny_pages import code_cell, myst_page
 
     text = myst_page("Leak", code_cell("import numpy as np"), code_cell("model = 1", "pytorch"),
                      code_cell("out = model + np.ones(1)", "jax"), front_matter_extra="frameworks: [pytorch, jax]\n")

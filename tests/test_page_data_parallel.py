@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page, smoke_offline
+from frameworks_under_test import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS
+from page_checks import parts_as_built, assert_a_failed_proof_stops_the_page, smoke_offline
 
 from rosetta_book.chapter import load_chapter, load_comparisons
 from rosetta_proof.tab_results import TabRun

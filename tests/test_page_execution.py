@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from jupyter_cache import get_cache
 
-from conftest import code_cell, myst_page
+from tiny_pages import code_cell, myst_page
 from rosetta_book.page import Page
 from rosetta_book.page_execution import PageExecutionError, execute_page, run_notebook
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, assert_a_failed_proof_stops_the_page, comparisons_as_built, parts_as_built
+from frameworks_under_test import AVAILABLE
+from page_checks import assert_a_failed_proof_stops_the_page, comparisons_as_built, parts_as_built
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "finding_divergence.md"
 MODELS = ("cifar10", "imdb", "resnet50")

@@ -8,7 +8,8 @@ import pytest
 from rosetta_book.chapter import load_comparisons, run_framework_parts
 from rosetta_utils import FRAMEWORKS
 from rosetta_utils.frameworks import is_installed
-from conftest import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page
+from frameworks_under_test import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS
+from page_checks import assert_a_failed_proof_stops_the_page
 
 PAGE = Path(__file__).parents[1] / "book" / "chapters" / "five_frameworks_one_computation.md"
 

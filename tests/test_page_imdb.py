@@ -14,8 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (summary_shown, parts_as_built, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
-                      assert_true_float32_equivalence, smoke_offline)
+from frameworks_under_test import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS
+from page_checks import (
+    summary_shown,
+    parts_as_built,
+    assert_a_failed_proof_stops_the_page,
+    assert_true_float32_equivalence,
+    smoke_offline,
+)
 from rosetta_book.bench.tasks import TASKS, page_configuration
 from rosetta_book.chapter import load_chapter, load_comparisons
 from rosetta_proof.equivalence import VerdictFailed

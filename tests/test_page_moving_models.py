@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (
-    AVAILABLE,
-    IN_PROCESS_PARAMS,
+from frameworks_under_test import AVAILABLE, IN_PROCESS_PARAMS
+from page_checks import (
     assert_a_failed_proof_stops_the_page,
     comparisons_as_built,
     in_a_process_of_its_own,

@@ -22,8 +22,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (summary_shown, TEST_ENVIRONMENT, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, assert_a_failed_proof_stops_the_page,
-                      assert_true_float32_equivalence, in_a_process_of_its_own, smoke_offline)
+from frameworks_under_test import TEST_ENVIRONMENT, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS
+from page_checks import (
+    summary_shown,
+    assert_a_failed_proof_stops_the_page,
+    assert_true_float32_equivalence,
+    in_a_process_of_its_own,
+    smoke_offline,
+)
 from rosetta_book.bench.tasks import TASKS, page_configuration
 from rosetta_book.chapter import BUILD_CACHE_VARIABLE, load_chapter, load_comparisons, run_framework_parts
 from rosetta_proof.equivalence import VerdictFailed

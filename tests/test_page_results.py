@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import snapshot
+from page_checks import snapshot
 from rosetta_book.chapter import load_comparisons
 from rosetta_proof.records import git_commit
 

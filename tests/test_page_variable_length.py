@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_a_failed_proof_stops_the_page, AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS, smoke_offline
+from frameworks_under_test import AVAILABLE, IN_PROCESS, IN_PROCESS_PARAMS
+from page_checks import assert_a_failed_proof_stops_the_page, smoke_offline
 from rosetta_book.chapter import load_chapter, load_comparisons, run_framework_parts
 from rosetta_proof.equivalence import equivalence_table, failures
 from rosetta_proof.tab_results import TabRun

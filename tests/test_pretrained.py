@@ -10,7 +10,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from conftest import snapshot
+from page_checks import snapshot
 from local_http_server import unused_port_url
 from rosetta_utils import pretrained
 from rosetta_utils.data import DataError, StandInWarning

@@ -8,7 +8,8 @@ import pytest
 from rosetta_utils import FRAMEWORKS
 from rosetta_proof.framework_report import FrameworkReport, report_framework
 from rosetta_utils.machine import machine_lines
-from conftest import AVAILABLE, IN_PROCESS_PARAMS, framework_process_output
+from frameworks_under_test import AVAILABLE, IN_PROCESS_PARAMS
+from page_checks import framework_process_output
 from rosetta_book.environments import require_python
 from rosetta_book.one_framework import environment
 from rosetta_utils.frameworks import is_installed, usable_cores

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IN_PROCESS_PARAMS
+from frameworks_under_test import IN_PROCESS_PARAMS
 from translation_table_checks import (GLUED_TABLE, arguments_not_shown_as_run, calls_never_executed,
                                      rows_typed_by_hand, traced_run)
 
@@ -43,7 +43,7 @@ def test_a_decisive_call_that_never_runs_is_caught(tmp_path, offline_smoke):
 def test_a_value_shown_that_the_call_never_took_is_caught(tmp_path, offline_smoke):
     """A cell binds ``scale = 2`` and then adds one: the compact cell shows the binding's 2,
     the call ran with 3."""
-    from conftest import code_cell, myst_page
+    from tiny_pages import code_cell, myst_page
 
     def page(extra):
         return myst_page(

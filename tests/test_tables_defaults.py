@@ -6,7 +6,8 @@ import json
 import types
 
 import pytest
-from conftest import AVAILABLE, parts_as_built
+from frameworks_under_test import AVAILABLE
+from page_checks import parts_as_built
 
 from rosetta_book.record_defaults import (
     TABLE_PAGES,  # the pages the record holds

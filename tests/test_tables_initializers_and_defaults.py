@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS, parts_as_built
+from frameworks_under_test import AVAILABLE, IN_PROCESS
+from page_checks import parts_as_built
 from rosetta_book.chapter import ChapterError, load_comparisons
 from rosetta_utils.cases import Case
 from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import parts_as_built
+from page_checks import parts_as_built
 from rosetta_book.chapter import load_comparisons
 from rosetta_utils import FRAMEWORKS
 from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import TEST_ENVIRONMENT, parts_as_built
+from frameworks_under_test import TEST_ENVIRONMENT
+from page_checks import parts_as_built
 from rosetta_book.chapter import load_comparisons
 from rosetta_proof.translation_checks import FLOAT32_TOLERANCE, check_concepts
 from rosetta_utils import FRAMEWORKS

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE, IN_PROCESS, parts_as_built, smoke_offline
+from frameworks_under_test import AVAILABLE, IN_PROCESS
+from page_checks import parts_as_built, smoke_offline
 from rosetta_book.chapter import load_chapter, load_comparisons
 from rosetta_proof.translation_checks import TranslationMismatch, check_concepts
 from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming

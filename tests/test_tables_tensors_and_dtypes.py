@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import parts_as_built
+from page_checks import parts_as_built
 from rosetta_book.chapter import load_comparisons
 from rosetta_utils import FRAMEWORKS
 from translation_table_checks import assert_every_concept_checked, assert_the_page_stops_naming, page_with
@@ -107,7 +107,7 @@ def test_the_unbiased_variance_row_says_what_the_installed_mxnet_computes_with_d
     MXNet's own environment, and the row must say so."""
     import subprocess
 
-    from conftest import AVAILABLE
+    from frameworks_under_test import AVAILABLE
     from rosetta_book.environments import python_for
 
     if "mxnet" not in AVAILABLE:

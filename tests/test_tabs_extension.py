@@ -6,7 +6,7 @@ import json
 import nbformat
 from bs4 import BeautifulSoup
 
-from conftest import build_sphinx, code_cell, myst_page
+from tiny_pages import build_sphinx, code_cell, myst_page
 from rosetta_book.downloads import UTILS_WHEEL
 from rosetta_book.sphinx_extension import skip_unselected_cells
 from rosetta_utils import FRAMEWORKS

@@ -57,7 +57,7 @@ def test_no_download_binds_a_name_nothing_after_it_reads():
 
 def test_a_for_comparison_cell_that_prints_what_it_binds_counts_nothing(write_page):
     """The optional last part's cells print what they compute: nothing in them is unread."""
-    from conftest import code_cell, myst_page
+    from tiny_pages import code_cell, myst_page
     from rosetta_book.page import Page
 
     text = myst_page("Last", code_cell("y = 1\nprint(y)", "pytorch"),

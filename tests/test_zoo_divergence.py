@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AVAILABLE
+from frameworks_under_test import AVAILABLE
 from rosetta_book.environments import python_for
 from rosetta_utils.divergence import CAUSES, compare_files
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AVAILABLE
+from frameworks_under_test import AVAILABLE
 from rosetta_book.environments import python_for
 from rosetta_utils.divergence import compare_files
 from rosetta_utils.porting import PortingError, pair_layers, read_saved, write_saved
