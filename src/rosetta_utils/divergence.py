@@ -40,7 +40,8 @@ infinity, and, for training runs whose names start with their step
 A difference with no such shape ranks the causes its layer's kind has
 (:data:`KINDS`): gates at a recurrent layer, the mask at an attention layer, the
 form at an activation. Each cause lists the rows of the book's translation tables
-that check it (:data:`ROW_PAGES` says which page holds each).
+that check it, with the page that holds each (:mod:`.divergence_rows`, written from
+the tables' own front matter).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from .differences import UNIT_ROUNDOFF, float64_difference
+from .divergence_rows import ROWS
 
 #: The key of the file's description (order, fan-ins, kinds, gains) in a saved ``.npz``.
 _META = "__rosetta_divergence__"
@@ -74,81 +76,37 @@ class Cause:
     rows: tuple[str, ...]
 
 
-#: Each cause: what it is, and the labels of the translation-table rows that check it.
-CAUSES = {
-    "not finite": ("a NaN or an infinity: an overflow, a log of 0, a label or id outside its range",
-                   ("tables-losses-label-range", "tables-layers-embedding-range", "tables-mixed-bfloat16")),
-    "input": ("the input pipeline: the channels' mean and spread (or their RGB/BGR order), a scale "
-              "(0-255 or 0-1), a layout or a dtype handed to the model",
-              ("tables-tensors-permute", "tables-tensors-cast", "tables-layers-resize-bilinear")),
-    "padding": ("padding: where it goes, how much, and with what value",
-                ("tables-layers-conv-same-stride2", "tables-layers-conv-asymmetric", "tables-layers-max-pool-padding",
-                 "tables-layers-avg-pool-excluded", "tables-layers-avg-pool-counted",
-                 "tables-layers-conv-transpose-same")),
-    "pooling": ("another pooling: a size rounded down for up (ceil mode), max for average, the window or stride",
-                ("tables-layers-max-pool-ceil", "tables-layers-max-pool", "tables-defaults-max-pool",
-                 "tables-layers-global-avg-pool", "tables-layers-avg-pool-same")),
-    "bias": ("a bias left out, left at zero or moved in part (one of two recurrent biases)",
-             ("tables-layers-dense", "tables-layers-conv-valid", "tables-recurrent-lstm-cell")),
-    "normalisation": ("normalisation: epsilon, the statistics used (batch or running), their momentum, the axis",
-                      ("tables-defaults-batch-norm", "tables-layers-bn-axis", "tables-layers-batch-norm-eval",
-                       "tables-modes-batchnorm-default", "tables-layers-bn-running",
-                       "tables-transformer-layers-layer-norm-default-eps")),
-    "order": ("the same values in another order: a layout (channels first or last), a flatten order, "
-              "a transposed or flipped kernel, an embedding's rows, channels in another order",
-              ("tables-layers-flatten", "tables-layers-bn-axis", "tables-tensors-permute",
-               "tables-layers-conv-transpose", "tables-layers-conv-depthwise")),
-    "gates": ("a recurrent layer's weights in the wrong places: its gates' order (PyTorch's i, f, g, o and r, z, n; "
-              "Flax's separate kernels per gate), its directions, the reset's placement, a bias split",
-              ("tables-recurrent-lstm-cell", "tables-recurrent-lstm-sequence", "tables-recurrent-gru-step",
-               "tables-recurrent-gru-reset-before", "tables-recurrent-gru-bidirectional",
-               "tables-recurrent-lstm-bidirectional")),
-    "forget bias": ("an LSTM's forget-gate bias: 1 added at initialisation (Keras's unit_forget_bias) or "
-                    "two biases summed twice",
-                    ("tables-recurrent-lstm-forget-bias", "tables-recurrent-lstm-cell")),
-    "attention": ("attention: the mask's polarity (True as attend or as ignore), the scale 1/sqrt(d), the "
-                  "packed projections' order (query, key, value), the heads' split",
-                  ("tables-transformer-layers-attention-layer-mask", "tables-transformer-layers-attention-padding",
-                   "tables-transformer-layers-attention-scale", "tables-transformer-layers-multi-head-attention",
-                   "tables-transformer-layers-masked-softmax")),
-    "softmax axis": ("a softmax over another axis than the classes' (a default axis, channels first or last)",
-                     ("tables-tensors-softmax-default-axis", "tables-tensors-softmax",
-                      "tables-transformer-layers-masked-softmax")),
-    "activation": ("an activation's form: GELU's tanh approximation for erf, a leaky slope's default, a hard "
-                   "sigmoid, a cap (ReLU6) left out",
-                   ("tables-transformer-layers-gelu-exact", "tables-transformer-layers-gelu-tanh",
-                    "tables-transformer-layers-leaky-relu", "tables-transformer-layers-hard-sigmoid")),
-    "dropout": ("exact zeros in one run only, the other values scaled: dropout left on, a training mode",
-                ("tables-layers-dropout-eval", "tables-modes-dropout-default", "tables-defaults-dropout-scale")),
-    "factor": ("one factor for the whole tensor: a loss's reduction (mean or sum), a scale left out",
-               ("tables-losses-reductions", "tables-losses-reduction-gradient", "tables-losses-default-gradient")),
-    "optimiser": ("equal at the first step, different after it: the optimiser's form (epsilon's place, "
-                  "momentum's convention, weight decay coupled or decoupled)",
-                  ("tables-optimizers-adam-epsilon", "tables-optimizers-adamw", "tables-optimizers-adam-l2",
-                   "tables-optimizers-momentum", "tables-defaults-adam")),
-    "everywhere": ("a difference with no simpler shape: weights moved into the wrong places, another formula "
-                   "(an activation's form or slope, reset placement)",
-                   ("tables-recurrent-gru-reset-before", "tables-transformer-layers-gelu-exact",
-                    "tables-transformer-layers-leaky-relu", "tables-layers-conv-valid")),
+#: Each cause: what a difference of its shape most likely is. The translation-table rows that
+#: check each (:data:`CAUSES`) come from the tables themselves (:mod:`.divergence_rows`).
+EVIDENCE = {
+    'not finite': 'a NaN or an infinity: an overflow, a log of 0, a label or id outside its range',
+    'input': "the input pipeline: the channels' mean and spread (or their RGB/BGR order), a scale (0-255 or 0-1), a layout or a dtype handed to the model",
+    'padding': 'padding: where it goes, how much, and with what value',
+    'pooling': 'another pooling: a size rounded down for up (ceil mode), max for average, the window or stride',
+    'bias': 'a bias left out, left at zero or moved in part (one of two recurrent biases)',
+    'normalisation': 'normalisation: epsilon, the statistics used (batch or running), their momentum, the axis',
+    'order': "the same values in another order: a layout (channels first or last), a flatten order, a transposed or flipped kernel, an embedding's rows, channels in another order",
+    'gates': "a recurrent layer's weights in the wrong places: its gates' order (PyTorch's i, f, g, o and r, z, n; Flax's separate kernels per gate), its directions, the reset's placement, a bias split",
+    'forget bias': "an LSTM's forget-gate bias: 1 added at initialisation (Keras's unit_forget_bias) or two biases summed twice",
+    'attention': "attention: the mask's polarity (True as attend or as ignore), the scale 1/sqrt(d), the packed projections' order (query, key, value), the heads' split",
+    'softmax axis': "a softmax over another axis than the classes' (a default axis, channels first or last)",
+    'activation': "an activation's form: GELU's tanh approximation for erf, a leaky slope's default, a hard sigmoid, a cap (ReLU6) left out",
+    'dropout': 'exact zeros in one run only, the other values scaled: dropout left on, a training mode',
+    'factor': "one factor for the whole tensor: a loss's reduction (mean or sum), a scale left out",
+    'optimiser': "equal at the first step, different after it: the optimiser's form (epsilon's place, momentum's convention, weight decay coupled or decoupled)",
+    'everywhere': "a difference with no simpler shape: weights moved into the wrong places, another formula (an activation's form or slope, reset placement)",
 }
 
-#: The translation-table page each row label's prefix lives on (book/tables/<page>.md).
-ROW_PAGES = {
-    "tables-layers-": "layers", "tables-defaults-": "initializers_and_defaults",
-    "tables-init-": "initializers_and_defaults", "tables-losses-": "losses", "tables-modes-": "modes_and_gradients",
-    "tables-gradients-": "modes_and_gradients", "tables-mixed-": "modes_and_gradients",
-    "tables-optimizers-": "optimizers", "tables-recurrent-": "recurrent_layers", "tables-saving-": "saving_and_devices",
-    "tables-loading-": "saving_and_devices", "tables-devices": "saving_and_devices",
-    "tables-tensors-": "tensors_and_dtypes", "tables-transformer-layers-": "transformer_layers",
-}
+#: Each cause: what it is, and the labels of the translation-table rows that check it.
+CAUSES = {name: (evidence, tuple(label for label, _ in ROWS.get(name, ()))) for name, evidence in EVIDENCE.items()}
+_ROW_PAGES = {label: page for rows in ROWS.values() for label, page in rows}
 
 
 def row_page(label: str) -> str:
     """The table page a row label is on (``tables/layers``)."""
-    for prefix, page in ROW_PAGES.items():
-        if label.startswith(prefix):
-            return f"tables/{page}"
-    raise KeyError(f"no table page for the row {label!r}")
+    if label not in _ROW_PAGES:
+        raise KeyError(f"no table page for the row {label!r}")
+    return _ROW_PAGES[label]
 
 
 #: The kinds whose fan-in a run measures or configures its own way, so two runs' may differ.
