@@ -618,13 +618,13 @@ def test_a_registry_entry_that_names_something_missing_stops_naming_entry_and_fi
 
 def test_every_table_of_tasks_names_the_registrys_tasks_and_only_them():
     """The benchmark's tasks, the checkpoint command's models, the Results page's units,
-    and the 2018 reference's figures all list the tasks of rosetta_utils.tasks.TASK_REGISTRY,
+    and the 2018 reference's figures all list the tasks of rosetta_proof.tasks.TASK_REGISTRY,
     every task's page exists, and `make bench` runs the registry's tasks (it names none)."""
     from rosetta_book.bench.tasks import TASKS as BENCH
     from rosetta_proof.record_tables import RATE_UNITS
     from rosetta_proof.reference import PUBLISHED
     from rosetta_utils.checkpoints import MODELS
-    from rosetta_utils.tasks import TASK_REGISTRY as TASKS
+    from rosetta_proof.tasks import TASK_REGISTRY as TASKS
 
     names = set(TASKS)
     assert set(BENCH) == names and set(RATE_UNITS) == names and set(PUBLISHED) <= names

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rosetta_utils import FRAMEWORKS
-from rosetta_utils.tasks import TASK_REGISTRY
+from .tasks import TASK_REGISTRY
 from .records import standing
 
 #: Metric names, in order of preference, for each column of the results table.

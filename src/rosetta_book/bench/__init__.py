@@ -2,7 +2,7 @@
 
 ``python -m rosetta_book.bench [cifar10|imdb|resnet50 ...] [--profile smoke] [--frameworks ...] [--rounds N] [--in-turn] [--json PATH]``
 
-Without a task it runs every task of the book's registry (:data:`rosetta_utils.tasks.TASK_REGISTRY`),
+Without a task it runs every task of the book's registry (:data:`rosetta_proof.tasks.TASK_REGISTRY`),
 one after another.
 
 For each framework, in processes of its own where no other framework imports
@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 
 from rosetta_utils.frameworks import UnknownFrameworkError, parse_framework_list, selected_frameworks
-from rosetta_utils.tasks import TASK_REGISTRY
+from rosetta_proof.tasks import TASK_REGISTRY
 
 from .flops import conv2d_flops, dense_flops, gru_flops, model_flops_per_image, resnet50_flops
 from .report import TARGET_RATIO, format_report, peak_targets, summarize

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rosetta_proof.record_tables import SECOND_PROCESS
-from rosetta_utils.tasks import TASK_REGISTRY
+from rosetta_proof.tasks import TASK_REGISTRY
 
 #: The frameworks every task lists, in the book's order.
 
