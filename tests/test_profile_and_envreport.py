@@ -136,7 +136,7 @@ def test_chainer_is_never_labelled_gpu_while_its_arrays_stay_numpy():
 
 
 from rosetta_utils.frameworks import installed_gpu_build  # noqa: E402
-from rosetta_utils.run_profile import plan_frameworks  # noqa: E402
+from rosetta_book.build_plan import plan_frameworks  # noqa: E402
 
 BUILDS = {"pytorch": "torch for CUDA 12.8", "jax": "jax-cuda12-plugin", "mxnet": None}
 

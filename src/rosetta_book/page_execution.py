@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS
+from .build_plan import executed_frameworks
 from .decisive_calls import decisive_callees, write_decisive_calls
 from .downloads import download_notebook_with_origins
 from .environments import require_python
@@ -46,7 +47,7 @@ from .one_framework import environment
 from .page import Page
 from .timed_cells import timed_cells
 from rosetta_proof.tab_results import RESULTS_FOLDER_VARIABLE, read_tab_results, results_file
-from rosetta_utils.run_profile import cuda_gpu_visible, current_profile, executed_frameworks, is_test_build
+from rosetta_utils.run_profile import cuda_gpu_visible, current_profile, is_test_build
 
 #: Seconds a single cell may run (the book's _config.yml sets the build's).
 DEFAULT_TIMEOUT = 1800

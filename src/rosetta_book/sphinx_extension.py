@@ -54,9 +54,10 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from rosetta_utils import FRAMEWORK_TITLES, FRAMEWORKS, __version__
-from rosetta_utils.run_profile import build_plan, current_profile, executed_frameworks, is_test_build
+from rosetta_utils.run_profile import current_profile, is_test_build
 
 from .build_cache import cache_folder, outputs_for
+from .build_plan import build_plan, executed_frameworks
 from .build_report import (EXECUTION_HEADERS, banner_text, comparison_caption, devices_by_framework,
                            execution_rows, front_matter_list, gated_line, gated_verdicts, where_it_ran)
 from .environments import check_registry
