@@ -29,6 +29,7 @@ from .decisive_calls import decisive_callees, write_decisive_calls
 from .environments import require_python
 from .one_framework import environment
 from .page import Page, PageError
+from rosetta_proof import epilogue
 from rosetta_proof.equivalence import forget_checks
 from rosetta_proof.tab_results import RESULTS_FOLDER_VARIABLE, collect_tab_results, load_tab_results, save_tab_results
 
@@ -227,7 +228,9 @@ def _main(argv: list[str]) -> int:
         return 2
     path, framework, folder = argv
     namespace = load_chapter(path, framework)
-    save_tab_results(tab_results_of(path, framework, namespace), folder, framework)
+    from .page_execution import part_request
+
+    epilogue.run(namespace, part_request(_read(path), framework, folder))
     return 0
 
 

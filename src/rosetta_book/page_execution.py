@@ -46,6 +46,7 @@ from .machine_slots import Abandoned, Slots, Turns, runs_alone, slot_count
 from .one_framework import environment
 from .page import Page
 from .timed_cells import timed_cells
+from rosetta_proof import epilogue
 from rosetta_proof.tab_results import RESULTS_FOLDER_VARIABLE, read_tab_results, results_file
 from rosetta_utils.run_profile import cuda_gpu_visible, current_profile, is_test_build
 
@@ -236,15 +237,19 @@ def kernel_cpu_seconds(manager: Any) -> float | None:
     return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def _save_cell(page: Page, framework: str, folder: Path) -> Any:
+def _epilogue_cell(request: dict[str, Any], folder: Path) -> Any:
+    """The kernel's last cell: :mod:`rosetta_proof.epilogue`, on ``request`` (written into ``folder``)."""
     import nbformat
 
-    return nbformat.v4.new_code_cell(
-        "from rosetta_proof.tab_results import save_namespace_results as _rosetta_save\n"
-        f"_rosetta_save(globals(), {list(page.tab_results_for(framework))!r}, {framework!r}, {str(page.path)!r}, {str(folder)!r}, "
-        f"{list(decisive_callees(page, framework))!r})\n"
-        "del _rosetta_save"
-    )
+    return nbformat.v4.new_code_cell(epilogue.cell(epilogue.write_request(folder, request)))
+
+
+def part_request(page: Page, framework: str, folder: str | Path) -> dict[str, Any]:
+    """What a part's epilogue does (:mod:`rosetta_proof.epilogue`): save its tab results into
+    ``folder``; the build's kernels and the chapter loader's processes alike."""
+    return {"kind": "part", "page": str(page.path), "framework": framework,
+            "names": list(page.tab_results_for(framework)), "callees": list(decisive_callees(page, framework)),
+            "folder": str(folder)}
 
 
 def _native_log(log_folder: Path | None, page: Page, part: str) -> Path | None:
@@ -386,13 +391,14 @@ def execute_part(page: Page, framework: str, results_folder: Path, cache: Any | 
     download, origins = download_notebook_with_origins(page, framework)
     title = f"{FRAMEWORK_TITLES[framework]} part"
     if cache is not None:
-        taken = take_from_cache(page, framework, results_folder, cache)
+        with CACHE_LOCK:
+            taken = _take_from_cache(page, framework, results_folder, cache, download, origins)
         if taken is not None:
             return taken
     slots = slots or Slots(1)
     with tempfile.TemporaryDirectory(prefix=f"rosetta-{framework}-") as scratch:
         executed = copy.deepcopy(download)
-        executed.cells.append(_save_cell(page, framework, Path(scratch)))
+        executed.cells.append(_epilogue_cell(part_request(page, framework, Path(scratch)), Path(scratch)))
         folder = Path(scratch) / "download"  # an empty folder: the page is not beside it
         folder.mkdir()
         env = kernel_environment(framework, Path(scratch) / "temporary")
@@ -467,11 +473,8 @@ def run_comparisons(page: Page, results_folder: Path, timeout: int = DEFAULT_TIM
     notebook.metadata["kernelspec"] = dict(page.notebook.metadata.get("kernelspec", {"name": "python3"}))
     notebook.cells = [nbformat.v4.new_code_cell(page.notebook.cells[i].source) for i in indexes]
     origins: list[int | None] = list(indexes)
-    counted = Path(results_folder) / GATED_FILE
-    notebook.cells.append(nbformat.v4.new_code_cell(  # how many verdicts the page's gates checked
-        "from rosetta_proof.equivalence import gated_count as _rosetta_gated\n"
-        f"open({str(counted)!r}, 'w').write(str(_rosetta_gated()))\n"
-        "del _rosetta_gated"))
+    counted = Path(results_folder) / GATED_FILE  # how many verdicts the page's gates checked
+    notebook.cells.append(_epilogue_cell({"kind": "comparisons", "gated": str(counted)}, Path(results_folder)))
     seconds, cpu, _ = _run_in_turns(page, "comparison", notebook, origins, page.path.parent,
                                kernel_environment("none", Path(results_folder) / "temporary", results_folder), timeout,
                                _native_log(log_folder, page, "comparisons"), None, slots or Slots(1),
