@@ -353,12 +353,14 @@ def value_devices(framework: str, namespace: Mapping[str, Any]) -> dict[str, dic
 def _part_main(path: str, framework: str, folder: str) -> int:
     """In the part's own process: run it through the chapter loader, save its tab results
     and what the check reads besides (its data source, where its arrays are)."""
-    from rosetta_proof.tab_results import save_tab_results
+    from rosetta_proof import epilogue
 
-    from .chapter import load_chapter, tab_results_of
+    from .chapter import load_chapter
+    from .page import Page
+    from .page_execution import part_request
 
     namespace = load_chapter(path, framework)
-    save_tab_results(tab_results_of(path, framework, namespace), folder, framework)
+    epilogue.run(namespace, part_request(Page.read(path), framework, folder))  # as the build's kernels end
     facts = {"data": data_sources(namespace), "values": value_devices(framework, namespace)}
     (Path(folder) / f"{framework}.facts.json").write_text(json.dumps(facts))
     return 0
