@@ -3,7 +3,7 @@ results or the comparisons' count of gated verdicts, as its request says, and no
 
 import pytest
 
-from rosetta_proof.epilogue import REQUEST_FILE, EpilogueError, cell, run, write_request
+from rosetta_proof.epilogue import REQUEST_FILE, EpilogueError, cell, run_epilogue, write_request
 from rosetta_proof.equivalence import gated_count
 from rosetta_proof.tab_results import load_tab_results
 
@@ -20,7 +20,7 @@ def test_a_parts_epilogue_saves_its_tab_results_and_leaves_no_name_behind(tmp_pa
 
 def test_the_comparisons_epilogue_writes_the_count_of_gated_verdicts(tmp_path):
     gated = tmp_path / "gated.txt"
-    run({}, {"kind": "comparisons", "gated": str(gated)})
+    run_epilogue({}, {"kind": "comparisons", "gated": str(gated)})
     assert gated.read_text() == str(gated_count())
 
 

@@ -230,7 +230,7 @@ def _main(argv: list[str]) -> int:
     namespace = load_chapter(path, framework)
     from .page_execution import part_request
 
-    epilogue.run(namespace, part_request(_read(path), framework, folder))
+    epilogue.run_epilogue(namespace, part_request(_read(path), framework, folder))
     return 0
 
 

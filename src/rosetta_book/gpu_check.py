@@ -360,7 +360,7 @@ def _part_main(path: str, framework: str, folder: str) -> int:
     from .page_execution import part_request
 
     namespace = load_chapter(path, framework)
-    epilogue.run(namespace, part_request(Page.read(path), framework, folder))  # as the build's kernels end
+    epilogue.run_epilogue(namespace, part_request(Page.read(path), framework, folder))  # as the build's kernels end
     facts = {"data": data_sources(namespace), "values": value_devices(framework, namespace)}
     (Path(folder) / f"{framework}.facts.json").write_text(json.dumps(facts))
     return 0

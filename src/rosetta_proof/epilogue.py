@@ -6,7 +6,7 @@ ends by saving how many verdicts the page's gates checked
 (:func:`rosetta_proof.equivalence.gated_count`). The engine says which in a request
 file, JSON, written by :func:`write_request`, and appends :func:`cell`'s one code
 cell, the same for every page, which hands the kernel's namespace and the request's
-path to :func:`run`. A request is one of:
+path to :func:`run_epilogue`. A request is one of:
 
 - ``{"kind": "part", "page": PATH, "framework": NAME, "names": [...], "callees": [...],
   "folder": PATH}``: save the part's tab results (``names``, the front matter's
@@ -16,7 +16,7 @@ path to :func:`run`. A request is one of:
   the file ``gated``.
 
 The chapter loader (:mod:`rosetta_book.chapter`), which runs a part in a process of
-its own without a kernel, ends it with :func:`run` too.
+its own without a kernel, ends it with :func:`run_epilogue` too.
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ def write_request(folder: str | Path, request: Mapping[str, Any]) -> Path:
 
 
 def cell(request: str | Path) -> str:
-    """The epilogue's code cell: it runs :func:`run` on the kernel's namespace and leaves
+    """The epilogue's code cell: it runs :func:`run_epilogue` on the kernel's namespace and leaves
     no name behind."""
-    return ("from rosetta_proof.epilogue import run as _rosetta_epilogue\n"
+    return ("from rosetta_proof.epilogue import run_epilogue as _rosetta_epilogue\n"
             f"_rosetta_epilogue(globals(), {str(request)!r})\n"
             "del _rosetta_epilogue")
 
 
-def run(namespace: Mapping[str, Any], request: str | Path | Mapping[str, Any]) -> None:
+def run_epilogue(namespace: Mapping[str, Any], request: str | Path | Mapping[str, Any]) -> None:
     """Do what ``request`` (a request's path, or the request itself) asks, on ``namespace``."""
     if not isinstance(request, Mapping):
         request = json.loads(Path(request).read_text())
