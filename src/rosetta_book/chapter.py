@@ -25,7 +25,7 @@ import types
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from .decisive_calls import decisive_callees, write_decisive_calls
+from .decisive_calls import write_decisive_calls
 from .environments import require_python
 from .one_framework import environment
 from .page import Page, PageError
@@ -128,9 +128,11 @@ def load_chapter(path: str | Path, framework: str, until: str | None = None) -> 
 
 def tab_results_of(path: str | Path, framework: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
     """What the page's comparisons read from ``framework``'s part, taken from its namespace."""
-    page = _read(path)
-    return collect_tab_results(namespace, page.tab_results_for(framework), framework, page=str(page.path),
-                               callees=decisive_callees(page, framework))
+    from .page_execution import part_request
+
+    request = part_request(_read(path), framework, "")  # what the part's epilogue saves, not saved here
+    return collect_tab_results(namespace, request["names"], framework, page=request["page"],
+                               callees=request["callees"])
 
 
 #: Names the folder of a book build's execution caches (``_build/.jupyter_cache``): where
@@ -179,8 +181,8 @@ def run_framework_part(path: str | Path, framework: str, timeout: float | None =
     with tempfile.TemporaryDirectory(prefix="rosetta-part-") as folder:
         command = [require_python(framework), "-m", "rosetta_book.chapter", str(page.path), framework, folder]
         try:
-            done = subprocess.run(command, env=environment(framework, temporary=Path(folder) / "temporary"), capture_output=True, text=True,
-                                  timeout=timeout)
+            env = environment(framework, temporary=Path(folder) / "temporary")  # removed with the folder
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise ChapterError(f"{page.path}: the {framework} part ran longer than {timeout} s") from None
         if done.returncode != 0:
